@@ -1,0 +1,104 @@
+"""Process-wide settings of the runtime checker.
+
+One small mutable object rather than scattered globals, so that the Django app,
+the pytest plugin and ``txnsafety.configure()`` all change the same thing.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .context import Priority
+
+MODES = ("raise", "log", "collect")
+
+
+@dataclass
+class Settings:
+    """What the checker does.  Change it with :func:`configure`."""
+
+    #: ``raise`` (StompingError at the write), ``log`` (stdlib logging) or
+    #: ``collect`` (kept on the request scope only).
+    mode: str = "log"
+    #: Check models that declare no policy as if they were written in a
+    #: transaction or under a lock.
+    strict: bool = False
+    #: Master switch: off, reads and writes cost one attribute check.
+    enabled: bool = True
+    #: ``"Model"`` / ``"app.Model"`` globs, optionally ``"glob:TXN103"``, never reported.
+    allow: tuple[str, ...] = ()
+    #: Path prefixes of frames that are never "the user's own code".
+    library_paths: tuple[str, ...] = ()
+    #: Decides a request's lock priority from its path and headers.
+    priority_rule: Callable[[str, dict[str, str]], Priority] | None = None
+    #: URL path prefixes treated as batch work (cron, task queues).
+    batch_paths: tuple[str, ...] = ("/cron/", "/_ah/", "/tasks/")
+    _allow_compiled: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
+
+    def is_allowed(self, model: str, code: str) -> bool:
+        """True when the allowlist silences ``code`` for ``model``."""
+        for pattern, only_code in self._allow_compiled:
+            if only_code is not None and only_code != code:
+                continue
+            short = model.rsplit(".", 1)[-1]
+            if fnmatch.fnmatchcase(model, pattern) or fnmatch.fnmatchcase(short, pattern):
+                return True
+        return False
+
+    def priority_for(self, path: str, headers: dict[str, str]) -> Priority:
+        """Interactive unless the rule (or a batch path prefix) says batch."""
+        if self.priority_rule is not None:
+            return self.priority_rule(path, headers)
+        if headers.get("x-txnsafety-priority", "").lower() == Priority.BATCH.value:
+            return Priority.BATCH
+        if any(path.startswith(p) for p in self.batch_paths):
+            return Priority.BATCH
+        return Priority.INTERACTIVE
+
+
+settings = Settings(mode=os.environ.get("TXNSAFETY_MODE", "log"))
+
+
+def configure(
+    *,
+    mode: str | None = None,
+    strict: bool | None = None,
+    enabled: bool | None = None,
+    allow: Iterable[str] | None = None,
+    library_paths: Iterable[str] | None = None,
+    priority_rule: Callable[[str, dict[str, str]], Priority] | None = None,
+    batch_paths: Iterable[str] | None = None,
+) -> Settings:
+    """Change the checker's settings; arguments left ``None`` keep their value.
+
+    Raises ``ValueError`` for an unknown mode or a malformed allow entry, at
+    configuration time rather than in the middle of a request.
+    """
+    if mode is not None:
+        if mode not in MODES:
+            raise ValueError(f"txnsafety: mode must be one of {', '.join(MODES)}, not {mode!r}")
+        settings.mode = mode
+    if strict is not None:
+        settings.strict = bool(strict)
+    if enabled is not None:
+        settings.enabled = bool(enabled)
+    if allow is not None:
+        compiled: list[tuple[str, str | None]] = []
+        for entry in allow:
+            if not isinstance(entry, str) or not entry.strip():
+                raise ValueError(f"txnsafety: allow entries are 'ModelGlob' or 'ModelGlob:TXN1nn', not {entry!r}")
+            pattern, _, code = entry.partition(":")
+            if code and not (code.startswith("TXN") and code[3:].isdigit()):
+                raise ValueError(f"txnsafety: {code!r} in allow entry {entry!r} is not a TXN code")
+            compiled.append((pattern.strip(), code.strip() or None))
+        settings.allow = tuple(allow)
+        settings._allow_compiled = compiled
+    if library_paths is not None:
+        settings.library_paths = tuple(library_paths)
+    if priority_rule is not None:
+        settings.priority_rule = priority_rule
+    if batch_paths is not None:
+        settings.batch_paths = tuple(batch_paths)
+    return settings

@@ -1,0 +1,149 @@
+"""What every lock backend provides, and how a URL picks one.
+
+A backend stores one value per held lock (the lease token), grants the lock to one
+acquirer at a time, and only lets the token's owner release or extend it.  The
+API layer (:mod:`txnsafety.locks.api`) turns a :class:`Grant` into a
+:class:`~txnsafety.locks.lease.Lease`; backends never touch context variables.
+
+Backends implement both blocking and ``async`` methods.  The default ``a*``
+methods run the blocking ones in a worker thread, which is correct for every
+backend; Redis, PostgreSQL and memory override them with native async code.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import urlsplit
+
+from ..context import Priority
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lease import Lease
+
+
+@dataclass(frozen=True)
+class AcquireRequest:
+    """One acquisition attempt, as the backend sees it."""
+
+    key: str              # the user's key, for messages
+    backend_key: str      # namespaced key ("user:42")
+    token: str
+    owner: str
+    lease_seconds: float
+    wait_timeout: float   # 0 = try once
+    priority: Priority
+
+
+@dataclass
+class Grant:
+    """A successful acquisition."""
+
+    fence: int
+    #: monotonic deadline if the backend knows it exactly (memory), else None
+    deadline: float | None = None
+    #: monotonic time the successful backend call started (deadline = start + lease)
+    start: float = 0.0
+    waited: float = 0.0
+    #: owner we waited for (first holder seen), for the contention log
+    waited_on: str | None = None
+    handle: Any = None
+
+
+class Backend:
+    """Base class; see the module docstring for the contract."""
+
+    scheme = "?"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @property
+    def name(self) -> str:
+        """URL without credentials, safe for logs."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+
+    # -- blocking ---------------------------------------------------------------
+    def acquire(self, req: AcquireRequest) -> Grant:
+        """Acquire or raise LockTimeout / BackendUnavailable."""
+        raise NotImplementedError
+
+    def release(self, lease: "Lease") -> bool:
+        """Compare-and-delete.  True if ``lease`` still held the lock."""
+        raise NotImplementedError
+
+    def extend(self, lease: "Lease", seconds: float) -> bool:
+        """Compare-and-extend.  True if ``lease`` still held the lock."""
+        raise NotImplementedError
+
+    def is_held(self, lease: "Lease") -> bool:
+        raise NotImplementedError
+
+    def holder(self, backend_key: str) -> str | None:
+        """Owner description of the current holder, or None."""
+        raise NotImplementedError
+
+    def abandon(self, lease: "Lease") -> None:
+        """Forget a lease without a network call (used by cleanups that cannot block)."""
+
+    def close(self) -> None:
+        """Drop connections."""
+
+    # -- async (default: a worker thread) ------------------------------------------
+    async def aacquire(self, req: AcquireRequest) -> Grant:
+        return await asyncio.to_thread(self.acquire, req)
+
+    async def arelease(self, lease: "Lease") -> bool:
+        return await asyncio.to_thread(self.release, lease)
+
+    async def aextend(self, lease: "Lease", seconds: float) -> bool:
+        return await asyncio.to_thread(self.extend, lease, seconds)
+
+    async def ais_held(self, lease: "Lease") -> bool:
+        return await asyncio.to_thread(self.is_held, lease)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+_factories: dict[str, Callable[[str], Backend]] = {}
+
+
+def register_backend(scheme: str, factory: Callable[[str], Backend]) -> None:
+    """Make ``scheme://`` URLs build backends with ``factory(url)``."""
+    _factories[scheme] = factory
+
+
+def backend_from_url(url: str) -> Backend:
+    """Build a backend for ``url`` (``memory://``, ``redis://``, ``memcached://``, ``postgresql://``)."""
+    scheme = urlsplit(url).scheme
+    if scheme not in _factories:
+        _load_builtin(scheme)
+    try:
+        factory = _factories[scheme]
+    except KeyError:
+        raise ValueError(f"txnsafety: no lock backend for URL scheme {scheme!r} "
+                         f"(known: memory, redis, rediss, memcached, postgresql)") from None
+    return factory(url)
+
+
+def _load_builtin(scheme: str) -> None:
+    # Imported lazily so that a missing client library only matters when used.
+    if scheme == "memory":
+        from .memory import MemoryBackend
+        register_backend("memory", MemoryBackend)
+    elif scheme in ("redis", "rediss", "unix"):
+        from .redis_backend import RedisBackend
+        for s in ("redis", "rediss", "unix"):
+            register_backend(s, RedisBackend)
+    elif scheme in ("memcached", "memcache"):
+        from .memcached_backend import MemcachedBackend
+        register_backend("memcached", MemcachedBackend)
+        register_backend("memcache", MemcachedBackend)
+    elif scheme in ("postgresql", "postgres"):
+        from .postgres_backend import PostgresBackend
+        register_backend("postgresql", PostgresBackend)
+        register_backend("postgres", PostgresBackend)

@@ -1,0 +1,95 @@
+"""Where in the *user's* code a read or a write happened.
+
+A read runs on every query of a production app, so it must not walk or format the
+whole stack.  :func:`user_site` climbs frames with ``sys._getframe`` and stops at
+the first one whose file is not a library's, classifying each file once and
+caching the verdict.  The full trace (:func:`user_trace`) is built only when a
+violation is reported.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import traceback
+from dataclasses import dataclass
+
+from .config import settings
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _library_roots() -> tuple[str, ...]:
+    roots = {_PACKAGE_DIR + os.sep}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            roots.add(os.path.abspath(path) + os.sep)
+    for path in sys.path:
+        if path.endswith(("site-packages", "dist-packages")):
+            roots.add(os.path.abspath(path) + os.sep)
+    return tuple(sorted(roots))
+
+
+_ROOTS = _library_roots()
+_verdicts: dict[str, bool] = {}
+
+
+def is_library_file(filename: str, module_globals: dict | None = None) -> bool:
+    """True for the stdlib, installed packages, txnsafety itself and configured paths.
+
+    A data layer of the application's own marks itself as library code with a
+    module-level ``__txnsafety_library__ = True``, so that sites point at its callers.
+    """
+    verdict = _verdicts.get(filename)
+    if verdict is None:
+        if module_globals is not None and module_globals.get("__txnsafety_library__"):
+            verdict = True
+        elif filename.startswith("<") and filename != "<stdin>":
+            verdict = True  # <frozen ...>, <string>, generated code
+        else:
+            path = os.path.abspath(filename)
+            # An editable install of a library lives outside site-packages; the
+            # tests of txnsafety itself are user code.
+            verdict = path.startswith(_ROOTS) or path.startswith(settings.library_paths or ("\0",))
+        if len(_verdicts) < 10_000:
+            _verdicts[filename] = verdict
+    return verdict
+
+
+def forget_file_verdicts() -> None:
+    """Drop cached verdicts (after ``configure(library_paths=...)``)."""
+    _verdicts.clear()
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place in the user's code: ``file:line in function``."""
+
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}"
+
+
+def user_site(skip: int = 1) -> Site | None:
+    """The innermost frame of user code above the caller (cheap: no formatting)."""
+    try:
+        frame = sys._getframe(skip + 1)
+    except ValueError:
+        return None
+    while frame is not None:
+        code = frame.f_code
+        if not is_library_file(code.co_filename, frame.f_globals):
+            return Site(code.co_filename, frame.f_lineno, code.co_name)
+        frame = frame.f_back
+    return None
+
+
+def user_trace(skip: int = 1, limit: int = 12) -> str:
+    """The user frames of the current stack, formatted (for a violation report)."""
+    frames = [f for f in traceback.extract_stack(sys._getframe(skip + 1))
+              if not _verdicts.get(f.filename, False) and not is_library_file(f.filename)]
+    return "".join(traceback.format_list(frames[-limit:]))

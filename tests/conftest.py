@@ -5,6 +5,8 @@ import pytest
 
 from tests import servers
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture(scope="session")
 def postgres_url() -> str:

@@ -74,13 +74,17 @@ def _guarded(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_model_names: dict[type, str] = {}
+
+
 def model_name(model: type) -> str:
-    """``module.QualName`` (Django models: ``app_label.Model``)."""
-    meta = getattr(model, "_meta", None)
-    label = getattr(meta, "label", None)
-    if isinstance(label, str):
-        return label
-    return f"{model.__module__}.{model.__qualname__}"
+    """``module.QualName`` (Django models: ``app_label.Model``); cached per class."""
+    name = _model_names.get(model)
+    if name is None:
+        label = getattr(getattr(model, "_meta", None), "label", None)
+        name = label if isinstance(label, str) else f"{model.__module__}.{model.__qualname__}"
+        _model_names[model] = name
+    return name
 
 
 def _policy(model: type) -> Policy | None:
@@ -226,13 +230,14 @@ def record_write(
 class _Write:
     """One write being judged; builds violations with the sites filled in."""
 
-    __slots__ = ("entity", "scope", "model", "key", "policy", "stamp", "txn", "created", "site")
+    __slots__ = ("entity", "scope", "model", "key", "policy", "stamp", "txn", "created", "site", "history_key")
 
     def __init__(self, entity: Any, scope: RequestScope, model: type, key: Any, policy: Policy,
                  stamp: ReadStamp | None, txn: Transaction | None, created: bool) -> None:
         self.entity, self.scope, self.model, self.key, self.policy = entity, scope, model, key, policy
         self.stamp, self.txn, self.created = stamp, txn, created
         self.site = user_site(3)
+        self.history_key = (model_name(model), repr(key))
 
     def violation(self, code: Code, message: str, other: Site | None = None, **detail: str) -> None:
         report(Violation(
@@ -321,8 +326,11 @@ class _Write:
     def check_internal(self, fields: Iterable[str] | None) -> None:
         assert self.stamp is not None
         mine = frozenset(fields) if fields is not None else None
-        for other in self.scope.writes.get(self._history_key(), ()):
-            if other.obj_id == id(self.entity) or other.tick < self.stamp.tick:
+        history = self.scope.writes.get(self.history_key, ())
+        for other in reversed(history):  # in tick order: stop at writes older than our read
+            if other.tick < self.stamp.tick:
+                break
+            if other.obj_id == id(self.entity):
                 continue
             if mine is not None and other.fields is not None and not (mine & other.fields):
                 continue  # disjoint partial writes do not erase each other
@@ -334,7 +342,4 @@ class _Write:
     def remember(self, fields: Iterable[str] | None) -> None:
         record = WriteRecord(id(self.entity), self.scope.tick(),
                              frozenset(fields) if fields is not None else None, self.site)
-        self.scope.writes.setdefault(self._history_key(), []).append(record)
-
-    def _history_key(self) -> tuple[str, str]:
-        return (model_name(self.model), repr(self.key))
+        self.scope.writes.setdefault(self.history_key, []).append(record)

@@ -12,7 +12,7 @@ import os
 import sys
 import sysconfig
 import traceback
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .config import settings
 
@@ -62,9 +62,11 @@ def forget_file_verdicts() -> None:
     _verdicts.clear()
 
 
-@dataclass(frozen=True)
-class Site:
-    """A place in the user's code: ``file:line in function``."""
+class Site(NamedTuple):
+    """A place in the user's code: ``file:line in function``.
+
+    A named tuple because one is made on every checked read and write.
+    """
 
     file: str
     line: int
@@ -75,14 +77,22 @@ class Site:
 
 
 def user_site(skip: int = 1) -> Site | None:
-    """The innermost frame of user code above the caller (cheap: no formatting)."""
+    """The innermost frame of user code above the caller (cheap: no formatting).
+
+    This runs on every checked read, so the loop is written for speed: one dict
+    lookup per frame, the classification done once per file.
+    """
     try:
         frame = sys._getframe(skip + 1)
     except ValueError:
         return None
+    verdicts = _verdicts
     while frame is not None:
         code = frame.f_code
-        if not is_library_file(code.co_filename, frame.f_globals):
+        verdict = verdicts.get(code.co_filename)
+        if verdict is None:
+            verdict = is_library_file(code.co_filename, frame.f_globals)
+        if not verdict:
             return Site(code.co_filename, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None

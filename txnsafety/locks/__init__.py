@@ -1,1 +1,30 @@
-"""txnsafety.locks"""
+"""The lock service: the seed's user write lock, on memory, Redis, memcached or PostgreSQL.
+
+::
+
+    from txnsafety.locks import user_write_lock, global_lock, fetch_under_lock, configure
+
+    configure(url="redis://127.0.0.1:6379/0")
+    with user_write_lock(user.id) as lease:        # or: async with
+        ...
+        lease.ensure_held()                         # before a write that must not be late
+        store.write(row, fence=lease.fence)         # fencing: storage rejects older fences
+
+See ``docs/locks.md``.
+"""
+from ..context import Priority
+from .api import LockContext, global_lock, user_write_lock
+from .backend import AcquireRequest, Backend, Grant, backend_from_url, register_backend
+from .config import FAIL_CLOSED, FAIL_OPEN, LockOptions, close_backends, configure, get_backend, options
+from .errors import BackendUnavailable, LeaseLost, LockError, LockTimeout, NotHolder
+from .fetch import FetchUnderLock, fetch_under_lock
+from .lease import Lease, LeaseState, Owner
+from .observe import add_metrics_hook, lock_orders, remove_metrics_hook, reset_lock_orders
+
+__all__ = [
+    "AcquireRequest", "Backend", "BackendUnavailable", "FAIL_CLOSED", "FAIL_OPEN", "FetchUnderLock",
+    "Grant", "Lease", "LeaseLost", "LeaseState", "LockContext", "LockError", "LockOptions",
+    "LockTimeout", "NotHolder", "Owner", "Priority", "add_metrics_hook", "backend_from_url",
+    "close_backends", "configure", "fetch_under_lock", "get_backend", "global_lock", "lock_orders",
+    "options", "register_backend", "remove_metrics_hook", "reset_lock_orders", "user_write_lock",
+]

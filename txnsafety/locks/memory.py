@@ -194,8 +194,6 @@ class MemoryBackend(Backend):
                 return None
             return k.hold.owner
 
-    abandon_release = release
-
     # -- async -------------------------------------------------------------------------
     async def aacquire(self, req: AcquireRequest) -> Grant:
         loop = asyncio.get_running_loop()

@@ -1,0 +1,1465 @@
+"""The dataflow analysis: find lost-write shapes in one module.
+
+Two stages keep it cheap (a libcst parse with positions costs ~10x an ``ast``
+parse, and flake8 runs every plugin on every file):
+
+1. ``ast`` (free under flake8, which hands us its tree): recognise the framework
+   from imports, versioned models, functions handed to transaction runners, and
+   pick the functions whose text holds both an entity read and a write (or a
+   ``select_for_update`` / a side effect in a transaction).
+2. libcst, on the picked functions only: a per-function, statement-ordered walk
+   that tracks which names hold entities (read by a "get" or given as
+   parameters), how they are mutated (blind, derived from the read, ``+=``,
+   atomic ``F()``), where they are written, and the stack of transactions and
+   locks around every read and write.  Nested functions see the outer reads.
+
+A last pass joins functions of the same module: a helper that writes an entity
+its caller read, a helper that re-reads and writes the row its caller holds
+(TXN103), and an unprotected helper that every caller calls under a lock.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterable, Iterator, Optional, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from txnsafety.codes import CODES
+
+from .config import NOT_LOCKS, Config, Vocab, name_matches, vocab_for, IMPORT_ROOTS
+from .model import Entity, Finding, Mutation, Scope
+
+# ---------------------------------------------------------------- prefilter
+
+_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|\.key\b|Key\("
+               r"|\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|\bndb\b|scalar|\.get\(")
+_WRITE_TOKENS = (r"\.save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.create\(|\.update\(|\.add\("
+                 r"|bulk_create|\bbegin\(|\.put_async\(")
+_TXN_TOKENS = r"atomic|transaction|begin\(|lock\("
+
+
+class Prefilter:
+    def __init__(self, vocab_cfg: Config):
+        extra_g = "|".join(re.escape(n.split(".")[-1]) for n in sorted(vocab_cfg.gets))
+        extra_p = "|".join(re.escape(n.split(".")[-1]) + r"\(" for n in sorted(vocab_cfg.puts))
+        self.gets = re.compile(_GET_TOKENS + ("|" + extra_g if extra_g else ""))
+        self.writes = re.compile(_WRITE_TOKENS + ("|" + extra_p if extra_p else ""))
+        self.txn = re.compile(_TXN_TOKENS + "".join(
+            "|" + re.escape(n.split(".")[-1]) for n in sorted(vocab_cfg.transactions
+                                                              | vocab_cfg.retrying_transactions
+                                                              | vocab_cfg.locks)))
+        self.mut = re.compile(r"\w\.\w+\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|pop|remove|"
+                              r"insert|setdefault|clear)\()|setattr\(")
+        self.check = re.compile(r"exists\(|count\(|DoesNotExist|NoResultFound| is None|if not ")
+
+    def module_relevant(self, text: str) -> bool:
+        if "select_for_update" in text:
+            return True
+        if self.gets.search(text) and self.writes.search(text):
+            return True
+        return bool(self.txn.search(text))
+
+    def function_relevant(self, text: str) -> bool:
+        if "select_for_update" in text:
+            return True
+        has_write = self.writes.search(text) is not None
+        if has_write and (self.mut.search(text) or self.check.search(text)):
+            return True
+        if self.txn.search(text) and (has_write or "(" in text):
+            return True
+        return False
+
+
+# ---------------------------------------------------------------- helpers
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return _EMPTY_MODULE.code_for_node(node)
+
+
+def dotted(expr: cst.BaseExpression) -> str:
+    """``a.b.c`` for a plain attribute chain; calls in the chain are skipped over."""
+    parts: list[str] = []
+    while True:
+        if isinstance(expr, cst.Name):
+            parts.append(expr.value)
+            break
+        if isinstance(expr, cst.Attribute):
+            parts.append(expr.attr.value)
+            expr = expr.value
+        elif isinstance(expr, cst.Call):
+            expr = expr.func
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        else:
+            break
+    return ".".join(reversed(parts))
+
+
+def chain(expr: cst.BaseExpression) -> tuple[list[str], list[cst.Call], cst.BaseExpression]:
+    """Names of the attribute/call chain (outermost last), its calls and its root."""
+    names: list[str] = []
+    calls: list[cst.Call] = []
+    while True:
+        if isinstance(expr, cst.Call):
+            calls.append(expr)
+            expr = expr.func
+        elif isinstance(expr, cst.Attribute):
+            names.append(expr.attr.value)
+            expr = expr.value
+        elif isinstance(expr, cst.Subscript):
+            expr = expr.value
+        else:
+            if isinstance(expr, cst.Name):
+                names.append(expr.value)
+            break
+    names.reverse()
+    return names, calls, expr
+
+
+def terminal(call: cst.Call) -> str:
+    f = call.func
+    if isinstance(f, cst.Name):
+        return f.value
+    if isinstance(f, cst.Attribute):
+        return f.attr.value
+    return ""
+
+
+def is_model_name(name: str) -> bool:
+    return bool(name) and name[0].isupper() and not name.isupper()
+
+
+def first_arg_name(call: cst.Call) -> Optional[str]:
+    if call.args and call.args[0].keyword is None:
+        v = call.args[0].value
+        if isinstance(v, cst.Name):
+            return v.value
+        if isinstance(v, cst.Attribute):
+            return v.attr.value
+        if isinstance(v, cst.SimpleString):
+            s = v.value.strip("'\"")
+            return s if is_model_name(s) else None
+    return None
+
+
+def kwarg(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    return None
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            out.add(n.value)
+        elif isinstance(n, cst.Lambda):
+            continue
+        if isinstance(n, cst.Attribute):
+            stack.append(n.value)      # attribute names are not variables
+            continue
+        stack.extend(n.children)
+    return out
+
+
+def iter_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
+    """Calls evaluated by ``node`` (not those inside lambdas or nested defs)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(n, cst.Call):
+            yield n
+        stack.extend(reversed(n.children))
+
+
+_DJANGO_GET_TERMINALS = {"get", "first", "last", "latest", "earliest", "get_or_create",
+                         "update_or_create", "in_bulk"}
+_SQLA_TERMINALS = {"get", "first", "one", "one_or_none", "scalar", "scalar_one",
+                   "scalar_one_or_none", "get_or_404", "first_or_404", "one_or_404"}
+_MAYBE_NONE = {"first", "last", "one_or_none", "scalar", "scalar_one_or_none", "get_by_id",
+               "get_by_key_name", "get"}
+_MUTATING_METHODS = {"append", "extend", "update", "pop", "remove", "insert", "setdefault", "clear",
+                     "add", "discard"}
+_INTEGRITY = re.compile(r"IntegrityError|UniqueViolation|ConstraintViolation")
+_NOT_FOUND = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Http404")
+_VERSION_FIELDS = {"VersionField", "IntegerVersionField", "AutoIncVersionField",
+                   "TriggerVersionField"}
+
+
+class GetInfo:
+    __slots__ = ("model", "getter", "key", "framework", "for_update", "locked", "maybe_none",
+                 "create_safe")
+
+    def __init__(self, model, getter, key, framework, for_update=False, locked=False,
+                 maybe_none=False):
+        self.model = model
+        self.getter = getter
+        self.key = key
+        self.framework = framework
+        self.for_update = for_update
+        self.locked = locked
+        self.maybe_none = maybe_none
+
+
+# ---------------------------------------------------------------- module level
+
+class ModuleInfo:
+    """What the ``ast`` pass learns about a module."""
+
+    def __init__(self, tree: ast.AST, vocab_cfg: Config):
+        self.frameworks: set[str] = set()
+        self.versioned: set[str] = set(vocab_cfg.versioned_models)
+        self.txn_targets: set[str] = set()
+        self.functions: list[tuple[ast.AST, Optional[str]]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    self._import(a.name)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                self._import(node.module)
+                for a in node.names:
+                    self._import(node.module + "." + a.name)
+            elif isinstance(node, ast.ClassDef):
+                if self._versioned(node):
+                    self.versioned.add(node.name)
+            elif isinstance(node, ast.Call):
+                fname = _ast_dotted(node.func)
+                last = fname.rsplit(".", 1)[-1]
+                if last in ("transaction", "run_in_transaction", "run_in_transaction_options",
+                            "transaction_async", "run_in_transaction_custom_retries") or \
+                        name_matches(fname, vocab_cfg.retrying_transactions | vocab_cfg.transactions):
+                    for arg in node.args:
+                        if isinstance(arg, ast.Name):
+                            self.txn_targets.add(arg.id)
+        body = getattr(tree, "body", [])
+        self._collect(body, None)
+
+    def _collect(self, body, cls: Optional[str]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.append((node, cls))
+            elif isinstance(node, ast.ClassDef) and cls is None:
+                self._collect(node.body, node.name)
+            elif isinstance(node, (ast.If, ast.Try)) and cls is None:
+                for field in ("body", "orelse", "finalbody"):
+                    self._collect(getattr(node, field, []) or [], cls)
+                for h in getattr(node, "handlers", []) or []:
+                    self._collect(h.body, cls)
+
+    def _import(self, name: str) -> None:
+        for root, fw in IMPORT_ROOTS.items():
+            if name == root or name.startswith(root + "."):
+                self.frameworks.add(fw)
+        if name.endswith(".ndb") or name.endswith(".ext.db"):
+            self.frameworks.add("ndb")
+
+    @staticmethod
+    def _versioned(node: ast.ClassDef) -> bool:
+        for stmt in node.body:
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                value = stmt.value
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                if any(isinstance(t, ast.Name) and t.id == "__mapper_args__" for t in targets):
+                    if "version_id_col" in ast.dump(value):
+                        return True
+                if isinstance(value, ast.Call) and \
+                        _ast_dotted(value.func).rsplit(".", 1)[-1] in _VERSION_FIELDS:
+                    return True
+        return False
+
+
+def _ast_dotted(node: ast.AST) -> str:
+    parts = []
+    while True:
+        if isinstance(node, ast.Name):
+            parts.append(node.id)
+            break
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            break
+    return ".".join(reversed(parts))
+
+
+# ---------------------------------------------------------------- function level
+
+class CallSite:
+    __slots__ = ("callee", "line", "col", "stack", "args", "live", "caller", "receiver")
+
+    def __init__(self, callee, line, col, stack, args, live, caller, receiver):
+        self.callee = callee
+        self.line = line
+        self.col = col
+        self.stack = stack
+        self.args = args          # list of (position or keyword, Entity)
+        self.live = live          # entities read before the call
+        self.caller = caller
+        self.receiver = receiver  # Entity for x.method(...)
+
+
+class Check:
+    __slots__ = ("line", "kind", "what", "stack", "locked", "used", "framework")
+
+    def __init__(self, line, kind, what, stack, locked, framework):
+        self.line = line
+        self.kind = kind
+        self.what = what
+        self.stack = stack
+        self.locked = locked
+        self.used = False
+        self.framework = framework
+
+
+class FunctionAnalyzer:
+    """Walks one function body in statement order."""
+
+    def __init__(self, mod: "ModuleAnalyzer", node: cst.FunctionDef, positions, offset: int,
+                 qualname: str, is_method: bool, outer: Optional["FunctionAnalyzer"] = None):
+        self.mod = mod
+        self.node = node
+        self.positions = positions
+        self.offset = offset
+        self.qualname = qualname
+        self.name = node.name.value
+        self.outer = outer
+        self.vocab: Vocab = mod.vocab
+        self.entities: dict[str, Entity] = dict(outer.entities) if outer else {}
+        self.taint: dict[str, set] = dict(outer.taint) if outer else {}
+        self.querysets: dict[str, GetInfo] = dict(outer.querysets) if outer else {}
+        self.sessions: set[str] = set(outer.sessions) if outer else set()
+        self.new_objects: set[str] = set()
+        self.check_vars: dict[str, tuple] = {}
+        self.stack: list[Scope] = list(outer.stack) if outer else []
+        self.row_locks: list[tuple[int, Optional[Scope]]] = []
+        self.checks: list[Check] = []
+        self.integrity_depth = 0
+        self.params: dict[str, Entity] = {}
+        self.param_order: list[str] = []
+        self.param_writes: dict[str, tuple] = {}
+        self.rmw_getters: dict[str, tuple] = {}
+        self.deferred: list[Finding] = []
+        self.call_sites: list[CallSite] = []
+        self.reported_write_lines: set[int] = set()
+        self.is_method = is_method
+
+    # -- positions
+    def line(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line + self.offset
+
+    def col(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.column
+
+    def report(self, node_or_line, code: str, message: str, col: int = 0,
+               deferrable: bool = False) -> None:
+        if not self.mod.cfg.code_enabled(code):
+            return
+        line = node_or_line if isinstance(node_or_line, int) else self.line(node_or_line)
+        if not isinstance(node_or_line, int):
+            col = self.col(node_or_line)
+        f = Finding(line, col, code, message)
+        if deferrable and self.outer is None:
+            self.deferred.append(f)
+        else:
+            self.mod.add(f)
+
+    # -- entry
+    def run(self) -> None:
+        node = self.node
+        line = self.line(node)
+        # decorators: transactions and locks around the whole body
+        for dec in node.decorators:
+            scope = self.scope_for(dec.decorator, self.line(dec), decorator=True)
+            if scope is not None:
+                self.stack.append(scope)
+        if self.name in self.mod.info.txn_targets:
+            retrying = "ndb" in self.vocab.frameworks
+            self.stack.append(Scope("txn", "a transaction runner", line, retrying=retrying,
+                                    serializable=retrying and self.vocab.ndb_serializable,
+                                    decorator=True, framework="ndb" if retrying else None))
+        params = node.params
+        for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
+            pname = p.name.value
+            self.param_order.append(pname)
+            if pname == "cls":
+                continue
+            ent = Entity(pname, line, (), "param", framework=None)
+            self.params[pname] = ent
+            self.entities[pname] = ent
+            self.taint.pop(pname, None)
+        self.block(node.body)
+
+    # -- scopes
+    def scope_for(self, expr: cst.BaseExpression, line: int, decorator: bool = False,
+                  as_name: Optional[str] = None) -> Optional[Scope]:
+        call = expr if isinstance(expr, cst.Call) else None
+        name = dotted(expr)
+        if not name:
+            return None
+        label = code_of(expr) if len(code_of(expr)) < 60 else name + "(...)"
+        v = self.vocab
+        if name_matches(name, NOT_LOCKS):
+            return None
+        last = name.rsplit(".", 1)[-1]
+        if name_matches(name, v.transactions):
+            if last in ("begin", "begin_nested") and call is None:
+                return None
+            retrying = name_matches(name, v.retrying)
+            is_ndb = last in ("transactional", "transaction", "run_in_transaction",
+                              "transactional_tasklet", "transaction_async") or \
+                name.startswith(("ndb.", "db."))
+            fw = "ndb" if is_ndb else ("sqlalchemy" if last in ("begin", "begin_nested") else "django")
+            serializable = (v.ndb_serializable if fw == "ndb" else not v.weak_isolation)
+            session = None
+            if last in ("begin", "begin_nested"):
+                recv = name.rsplit(".", 1)[0] if "." in name else None
+                session = as_name or recv
+            return Scope("txn", label, line, retrying=retrying, serializable=serializable,
+                         decorator=decorator, session=session, framework=fw)
+        if name_matches(name, v.locks) and call is not None:
+            return Scope("lock", label, line, decorator=decorator)
+        return None
+
+    def stack_ids(self) -> set[int]:
+        return {id(s) for s in self.stack}
+
+    def in_txn(self) -> Optional[Scope]:
+        for s in reversed(self.stack):
+            if s.kind == "txn":
+                return s
+        return None
+
+    def protected_now(self) -> bool:
+        """Is a check made now atomic with what follows in the same scopes?"""
+        for s in self.stack:
+            if s.kind == "lock" or (s.kind == "txn" and s.serializable):
+                return True
+        ids = self.stack_ids()
+        for _line, txn in self.row_locks:
+            if txn is None or id(txn) in ids:
+                return True
+        return False
+
+    # -- statements
+    def block(self, body) -> None:
+        if isinstance(body, cst.SimpleStatementSuite):
+            for small in body.body:
+                self.small(small, body)
+            return
+        stmts = body.body if hasattr(body, "body") and not isinstance(body, (list, tuple)) else body
+        for stmt in stmts:
+            self.statement(stmt)
+
+    def statement(self, stmt: cst.CSTNode) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self.small(small, stmt)
+        elif isinstance(stmt, cst.If):
+            self.test(stmt.test, stmt)
+            self.block(stmt.body)
+            if stmt.orelse is not None:
+                if isinstance(stmt.orelse, cst.If):
+                    self.statement(stmt.orelse)
+                else:
+                    self.block(stmt.orelse.body)
+        elif isinstance(stmt, cst.While):
+            self.test(stmt.test, stmt)
+            self.block(stmt.body)
+            if stmt.orelse is not None:
+                self.block(stmt.orelse.body)
+        elif isinstance(stmt, cst.For):
+            self.loop(stmt)
+        elif isinstance(stmt, cst.With):
+            self.with_(stmt)
+        elif isinstance(stmt, cst.Try):
+            self.try_(stmt)
+        elif isinstance(stmt, cst.FunctionDef):
+            self.nested(stmt)
+        elif isinstance(stmt, cst.ClassDef):
+            return
+        else:
+            for field in ("body", "orelse", "finalbody"):
+                sub = getattr(stmt, field, None)
+                if isinstance(sub, cst.BaseSuite):
+                    self.block(sub)
+            for case in getattr(stmt, "cases", ()) or ():
+                self.block(case.body)
+
+    def nested(self, node: cst.FunctionDef) -> None:
+        inner = FunctionAnalyzer(self.mod, node, self.positions, self.offset,
+                                 self.qualname + "." + node.name.value, False, outer=self)
+        inner.run()
+        self.mod.nested_seen += 1
+
+    def small(self, small: cst.CSTNode, stmt: cst.CSTNode) -> None:
+        if isinstance(small, cst.Assign):
+            self.assign(small.targets, small.value, small)
+        elif isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                self.assign([cst.AssignTarget(small.target)], small.value, small)
+        elif isinstance(small, cst.AugAssign):
+            self.aug_assign(small)
+        else:
+            self.calls_in(small)
+
+    # -- expressions
+    def calls_in(self, node: cst.CSTNode, skip: Optional[cst.Call] = None) -> None:
+        for call in iter_calls(node):
+            if call is not skip:
+                self.call(call)
+
+    def classify_get(self, call: cst.Call) -> Optional[GetInfo]:
+        term = terminal(call)
+        if not term:
+            return None
+        names, calls, root = chain(call)
+        name = dotted(call.func)
+        v = self.vocab
+        for_update = any(terminal(c) in ("select_for_update", "with_for_update") for c in calls)
+        if not for_update:
+            for c in calls:
+                for a in c.args:
+                    if isinstance(a.value, cst.Call) and "with_for_update" in dotted(a.value.func) \
+                            or (a.keyword is not None and a.keyword.value == "with_for_update"):
+                        for_update = True
+        if not for_update:
+            # session.execute(select(M).with_for_update())
+            for c in calls:
+                for a in c.args:
+                    if isinstance(a.value, cst.Call):
+                        if any(terminal(cc) == "with_for_update" for cc in chain(a.value)[1]):
+                            for_update = True
+        key = None
+
+        def mk(model, getter, fw, maybe_none=False, locked=False):
+            nonlocal key
+            key = code_of(call)
+            key = re.sub(r"\.(select_for_update|with_for_update)\([^()]*\)", "", key)
+            return GetInfo(model, getter or model or name, key, fw, for_update=for_update,
+                           locked=locked, maybe_none=maybe_none)
+
+        if term == "fetch_under_lock" or name_matches(name, {"fetch_under_lock"}):
+            inner = call.args[0].value if call.args else None
+            model = None
+            if isinstance(inner, cst.Name) and inner.value in self.entities:
+                model = self.entities[inner.value].model
+            return mk(model, "fetch_under_lock", None, locked=True)
+        root_name = root.value if isinstance(root, cst.Name) else ""
+        if term == "get_object_or_404":
+            return mk(first_arg_name(call), None, "django")
+        if "objects" in names or (root_name in self.querysets and len(names) >= 2):
+            if term in _DJANGO_GET_TERMINALS or term in ("get_or_404",):
+                base = self.querysets.get(root_name)
+                if base is not None and base.for_update:
+                    for_update = True
+                model = root_name if is_model_name(root_name) else (base.model if base else None)
+                return mk(model, None, "django", maybe_none=term in ("first", "last"))
+            return None
+        # SQLAlchemy
+        recv = names[:-1]
+        sessionish = any("session" in n.lower() for n in recv) or (root_name in self.sessions)
+        if term == "get" and (sessionish or root_name in ("db",)) and first_arg_name(call) \
+                and is_model_name(first_arg_name(call) or "") and len(call.args) >= 2:
+            return mk(first_arg_name(call), None, "sqlalchemy", maybe_none=True)
+        if term in ("get_or_404", "first_or_404", "one_or_404") and root_name == "db":
+            return mk(first_arg_name(call), None, "sqlalchemy")
+        if term in _SQLA_TERMINALS:
+            sel_model = None
+            for c in calls:
+                t = terminal(c)
+                if t in ("query",) and (sessionish or "query" in names):
+                    sel_model = first_arg_name(c) or sel_model
+                if t in ("execute", "scalars", "scalar"):
+                    for a in c.args:
+                        if isinstance(a.value, cst.Call):
+                            for cc in chain(a.value)[1]:
+                                if terminal(cc) == "select":
+                                    sel_model = first_arg_name(cc) or sel_model
+            if "query" in names and is_model_name(root_name) and sel_model is None:
+                sel_model = root_name          # Flask-SQLAlchemy Model.query.get()
+            if sel_model or (term != "get" and sessionish and
+                             any(terminal(c) in ("execute", "scalars", "scalar", "query")
+                                 for c in calls)):
+                return mk(sel_model, None, "sqlalchemy", maybe_none=term in _MAYBE_NONE)
+        # App Engine
+        if term == "get" and (names[-2:-1] == ["key"] or
+                              any(terminal(c) == "Key" for c in calls[1:])):
+            model = None
+            for c in calls[1:]:
+                if terminal(c) == "Key":
+                    model = first_arg_name(c)
+            return mk(model, None, "ndb", maybe_none=True)
+        if term == "get" and root_name == "db" and len(names) == 2:
+            return mk(None, "db.get", "ndb", maybe_none=True)
+        if term in ("get_by_id", "get_by_key_name", "get_or_insert") and is_model_name(root_name):
+            return mk(root_name, None, "ndb", maybe_none=term != "get_or_insert")
+        if name_matches(name, v.gets):
+            model = root_name if is_model_name(root_name) else None
+            return mk(model, name, None, maybe_none=True)
+        if term.startswith("get_") and is_model_name(root_name) and len(names) == 2:
+            return mk(root_name, None, None, maybe_none=True)
+        return None
+
+    def record_get(self, call: cst.Call, info: GetInfo) -> None:
+        line = self.line(call)
+        if info.for_update:
+            txn = self.in_txn()
+            if txn is None and info.framework == "django" and not info.locked:
+                self.report(call, "TXN108", (
+                    f"TXN108 lock outside transaction: select_for_update() evaluated at line {line} "
+                    f"outside any transaction, so the row lock ends with the statement (Django raises "
+                    f"TransactionManagementError in autocommit); wrap the read and the write in "
+                    f"transaction.atomic()"))
+            self.row_locks.append((line, txn))
+        elif info.locked:
+            self.row_locks.append((line, None))
+
+    def new_entity(self, name: str, info: GetInfo, line: int, source: str = "get") -> Entity:
+        ent = Entity(name, line, tuple(self.stack), source, model=info.model, getter=info.getter,
+                     key=info.key, framework=info.framework, for_update=info.for_update,
+                     locked_read=info.locked, maybe_none=info.maybe_none,
+                     versioned=bool(info.model and info.model in self.mod.info.versioned))
+        self.entities[name] = ent
+        self.taint.pop(name, None)
+        self.params.pop(name, None)
+        return ent
+
+    def assign(self, targets, value: cst.BaseExpression, node: cst.CSTNode) -> None:
+        line = self.line(node)
+        info = self.classify_get(value) if isinstance(value, cst.Call) else None
+        if info is not None:
+            self.record_get(value, info)
+            for t in targets:
+                tgt = t.target
+                if isinstance(tgt, (cst.Tuple, cst.List)) and tgt.elements:
+                    tgt = tgt.elements[0].value
+                if isinstance(tgt, cst.Name):
+                    self.new_entity(tgt.value, info, line)
+            for a in value.args:
+                self.calls_in(a.value)
+            return
+        # querysets (not evaluated yet)
+        qs_set: set[str] = set()
+        if isinstance(value, cst.Call) or isinstance(value, cst.Attribute):
+            names, calls, root = chain(value)
+            if ("objects" in names and terminal(value) not in ("count", "exists", "create",
+                                                               "update", "delete", "aggregate")
+                    if isinstance(value, cst.Call) else "objects" in names):
+                fu = any(terminal(c) == "select_for_update" for c in calls)
+                model = root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None
+                for t in targets:
+                    if isinstance(t.target, cst.Name):
+                        self.querysets[t.target.value] = GetInfo(model, model, None, "django",
+                                                                 for_update=fu)
+                        qs_set.add(t.target.value)
+        self.calls_in(value)
+        # a check kept in a variable: ``exists = M.objects.filter(..).exists()``
+        check = self.check_kind(value)
+        for t in targets:
+            tgt = t.target
+            if isinstance(tgt, cst.Name):
+                n = tgt.value
+                if check:
+                    self.check_vars[n] = check
+                if isinstance(value, cst.Name) and value.value in self.entities:
+                    self.entities[n] = self.entities[value.value]          # alias
+                    continue
+                if n in self.entities:
+                    del self.entities[n]
+                if n not in qs_set:
+                    self.querysets.pop(n, None)
+                srcs = self.sources(value)
+                if srcs:
+                    self.taint[n] = srcs
+                else:
+                    self.taint.pop(n, None)
+                if isinstance(value, cst.Call) and is_model_name(dotted(value.func).rsplit(".", 1)[-1]) \
+                        and "." not in dotted(value.func):
+                    self.new_objects.add(n)
+                else:
+                    self.new_objects.discard(n)
+                if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():
+                    self.sessions.add(n)
+            elif isinstance(tgt, cst.Attribute):
+                self.mutate_attr(tgt, value, line)
+            elif isinstance(tgt, cst.Subscript):
+                base = tgt.value
+                if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and \
+                        base.value.value in self.entities:
+                    self.entities[base.value.value].pending.append(
+                        Mutation(line, base.attr.value, "derived"))
+
+    def sources(self, expr: cst.CSTNode) -> set:
+        out: set = set()
+        for n in names_in(expr):
+            if n in self.entities:
+                out.add(self.entities[n])
+            elif n in self.taint:
+                out |= self.taint[n]
+        return out
+
+    def mutate_attr(self, tgt: cst.Attribute, value: cst.BaseExpression, line: int) -> None:
+        if not isinstance(tgt.value, cst.Name):
+            return
+        ent = self.entities.get(tgt.value.value)
+        if ent is None:
+            return
+        attr = tgt.attr.value
+        kind = "blind"
+        if self.atomic_expr(value):
+            kind = "atomic"
+        elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)) \
+                and any(isinstance(side, cst.Attribute) and side.attr.value == attr and
+                        isinstance(side.value, cst.Name) and side.value.value == tgt.value.value
+                        for side in (value.left, value.right)):
+            kind = "counter"
+        elif ent in self.sources(value):
+            kind = "derived"
+        ent.pending.append(Mutation(line, attr, kind))
+
+    def atomic_expr(self, value: cst.CSTNode) -> bool:
+        for call in iter_calls(value):
+            if dotted(call.func).rsplit(".", 1)[-1] == "F":
+                return True
+        stack = [value]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and \
+                    is_model_name(n.value.value) and n.value.value not in self.entities:
+                return True
+            stack.extend(n.children)
+        return False
+
+    def aug_assign(self, node: cst.AugAssign) -> None:
+        line = self.line(node)
+        self.calls_in(node.value)
+        tgt = node.target
+        if isinstance(tgt, cst.Attribute) and isinstance(tgt.value, cst.Name):
+            ent = self.entities.get(tgt.value.value)
+            if ent is not None:
+                kind = "counter" if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)) \
+                    else "derived"
+                if self.atomic_expr(node.value):
+                    kind = "atomic"
+                ent.pending.append(Mutation(line, tgt.attr.value, kind))
+        elif isinstance(tgt, cst.Subscript) and isinstance(tgt.value, cst.Attribute) and \
+                isinstance(tgt.value.value, cst.Name) and tgt.value.value.value in self.entities:
+            self.entities[tgt.value.value.value].pending.append(
+                Mutation(line, tgt.value.attr.value, "derived"))
+
+    # -- calls
+    def call(self, call: cst.Call) -> None:
+        term = terminal(call)
+        if not term:
+            return
+        name = dotted(call.func)
+        func = call.func
+        recv = func.value if isinstance(func, cst.Attribute) else None
+        recv_name = recv.value if isinstance(recv, cst.Name) else None
+        v = self.vocab
+        line = None
+
+        # an evaluated select_for_update()/with_for_update() read that is not assigned
+        if term in _DJANGO_GET_TERMINALS | _SQLA_TERMINALS or term == "get_object_or_404":
+            info = self.classify_get(call)
+            if info is not None and (info.for_update or info.locked):
+                self.record_get(call, info)
+
+        # side effects (TXN107)
+        if name_matches(name, v.side_effects) and not self.is_write_name(term):
+            txn = self.in_txn()
+            if txn is not None and (txn.retrying or self.mod.cfg.side_effects_in_any_transaction):
+                line = self.line(call)
+                why = ("can be retried, so it may run several times" if txn.retrying
+                       else "can roll back after it ran")
+                self.report(call, "TXN107", (
+                    f"TXN107 retry side effect: `{name}()` at line {line} runs inside "
+                    f"`{txn.label}` (line {txn.line}), which {why}; move it after the transaction, "
+                    f"into transaction.on_commit(), or make it a transactional task"))
+
+        # entity re-reads
+        if term == "refresh_from_db" and recv_name in self.entities:
+            old = self.entities[recv_name]
+            ent = self.new_entity(recv_name, GetInfo(old.model, old.getter, old.key, old.framework),
+                                  self.line(call))
+            ent.source = "get"
+            return
+        if term == "refresh" and recv is not None and "session" in dotted(recv).lower() and call.args:
+            target = call.args[0].value
+            if isinstance(target, cst.Name) and target.value in self.entities:
+                old = self.entities[target.value]
+                fu = kwarg(call, "with_for_update") is not None
+                info = GetInfo(old.model, old.getter, old.key, "sqlalchemy", for_update=fu)
+                self.new_entity(target.value, info, self.line(call))
+                if fu:
+                    self.row_locks.append((self.line(call), self.in_txn()))
+                return
+
+        # writes
+        if recv_name in self.entities and term in ("save", "put", "put_async") or \
+                (recv_name in self.entities and name_matches(term, v.puts) and term != "put_multi"):
+            ent = self.entities[recv_name]
+            if term == "save":
+                fields = self.update_fields(call)
+                kind = "whole" if fields is False else "fields"
+                self.write(ent, call, kind, None if fields in (False, True) else fields,
+                           verb="saved")
+            else:
+                self.write(ent, call, "whole", None, verb="put")
+            self.act(call, f"`{recv_name}.{term}()`")
+            return
+        if term in ("put", "put_multi", "put_async", "put_multi_async") and recv_name in ("db", "ndb") \
+                and call.args:
+            arg = call.args[0].value
+            items = [e.value for e in arg.elements] if isinstance(arg, (cst.List, cst.Tuple)) else [arg]
+            for it in items:
+                if isinstance(it, cst.Name) and it.value in self.entities:
+                    self.write(self.entities[it.value], call, "whole", None, verb="put")
+            self.act(call, f"`{name}()`")
+            return
+        if term in ("commit", "flush") and recv is not None and self.is_session(recv):
+            self.flush_all(call, verb=f"flushed by `{code_of(func)}()`")
+            if term == "commit":
+                self.release_row_locks(self.line(call))
+            self.act(call, f"`{code_of(func)}()`")
+            return
+        if term in ("save", "put") and recv_name in self.new_objects:
+            self.act(call, f"`{recv_name}.{term}()` of a new object")
+            return
+        if term in ("save", "put") and isinstance(recv, cst.Call) and \
+                is_model_name(dotted(recv.func).rsplit(".", 1)[-1]):
+            self.act(call, f"`{dotted(recv.func)}(...).{term}()`")
+            return
+        if term in ("add", "add_all") and recv is not None and self.is_session(recv):
+            self.act(call, f"`{code_of(func)}()`")
+            return
+        if term in ("create", "bulk_create") and "objects" in chain(call)[0]:
+            if kwarg(call, "ignore_conflicts") is None and kwarg(call, "update_conflicts") is None:
+                self.act(call, f"`{dotted(call.func)}()`")
+            return
+        if term == "update" and ("objects" in chain(call)[0] or
+                                 (chain(call)[2] is not None and
+                                  isinstance(chain(call)[2], cst.Name) and
+                                  chain(call)[2].value in self.querysets)):
+            self.act(call, f"`{dotted(call.func)}()`")
+            return
+        if term in ("execute",) and call.args and isinstance(call.args[0].value, cst.Call):
+            inner = call.args[0].value
+            inner_names = [terminal(c) for c in chain(inner)[1]]
+            if inner_names and inner_names[-1] in ("insert", "update") and not any(
+                    t.startswith("on_conflict") or t == "prefix_with" for t in inner_names):
+                self.act(call, f"`{dotted(inner.func)}`")
+            return
+        if term == "setattr" and len(call.args) >= 2:
+            tgt = call.args[0].value
+            if isinstance(tgt, cst.Name) and tgt.value in self.entities:
+                attr = call.args[1].value
+                aname = attr.value.strip("'\"") if isinstance(attr, cst.SimpleString) else "?"
+                kind = "derived" if len(call.args) > 2 and \
+                    self.entities[tgt.value] in self.sources(call.args[2].value) else "blind"
+                self.entities[tgt.value].pending.append(Mutation(self.line(call), aname, kind))
+            return
+        # in-place mutation of a field: ``x.tags.append(t)``
+        if term in _MUTATING_METHODS and isinstance(recv, cst.Attribute) and \
+                isinstance(recv.value, cst.Name) and recv.value.value in self.entities:
+            self.entities[recv.value.value].pending.append(
+                Mutation(self.line(call), recv.attr.value, "derived"))
+            return
+        # calls to functions of this module (resolved after all functions are seen)
+        if isinstance(func, cst.Name) or (recv_name is not None):
+            self.record_call_site(call, term, recv_name)
+
+    def is_write_name(self, term: str) -> bool:
+        return term in ("save", "put")
+
+    def is_session(self, recv: cst.BaseExpression) -> bool:
+        d = dotted(recv)
+        return "session" in d.lower() or d in self.sessions or d.split(".")[0] in self.sessions
+
+    def update_fields(self, call: cst.Call):
+        """False: no update_fields; True: given but not literal; else the set of names."""
+        v = kwarg(call, "update_fields")
+        if v is None:
+            return False
+        if isinstance(v, (cst.List, cst.Tuple, cst.Set)):
+            out = set()
+            for el in v.elements:
+                if isinstance(el.value, cst.SimpleString):
+                    out.add(el.value.value.strip("'\""))
+                else:
+                    return True
+            return out
+        return True
+
+    def record_call_site(self, call: cst.Call, term: str, recv_name: Optional[str]) -> None:
+        if term not in self.mod.function_names:
+            return
+        if recv_name is not None and recv_name not in ("self", "cls") and recv_name not in self.entities:
+            return
+        args = []
+        for i, a in enumerate(call.args):
+            if isinstance(a.value, cst.Name) and a.value.value in self.entities:
+                key = a.keyword.value if a.keyword is not None else i
+                args.append((key, self.entities[a.value.value]))
+        receiver = self.entities.get(recv_name) if recv_name not in (None, "self", "cls") else None
+        live = [e for e in set(self.entities.values()) if e.source != "param"]
+        site = CallSite(term, self.line(call), self.col(call), tuple(self.stack), args, live,
+                        self, receiver)
+        self.mod.call_sites.append(site)
+
+    # -- writes
+    def write(self, ent: Entity, node: cst.CSTNode, kind: str, fields, verb: str,
+              line: Optional[int] = None) -> None:
+        w_line = line if line is not None else self.line(node)
+        relevant = ent.relevant(kind, fields)
+        if kind == "fields" and fields is not None:
+            ent.pending = [m for m in ent.pending if m.attr not in fields]
+        else:
+            ent.pending = []
+        ent.writes.append(w_line)
+        if not relevant:
+            return
+        ent.had_rmw = True
+        if ent.source != "param" and ent.getter:
+            self.rmw_getters.setdefault(ent.getter, (ent.read_line, w_line))
+        stack = tuple(self.stack)
+        if ent.source == "param":
+            own = tuple(s for s in stack if not s.decorator and
+                        not (self.outer and s in self.outer.stack))
+            if not own:
+                if ent.name in self.params and self.outer is None:
+                    self.param_writes.setdefault(ent.name, (w_line, relevant, kind))
+                return
+            stack = own
+        result = judge(ent, stack, relevant, self.vocab)
+        if result is None:
+            return
+        code, detail = result
+        msg = compose(code, ent, w_line, verb, relevant, detail, self.vocab)
+        col = 0 if line is not None else self.col(node)
+        self.reported_write_lines.add(w_line)
+        self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
+                    and ent.source != "param")
+        self.check_internal(ent, w_line)
+
+    def check_internal(self, ent: Entity, w_line: int) -> None:
+        """TXN103 in one function: two objects for the same row, both written."""
+        if not ent.key:
+            return
+        for other in set(self.entities.values()):
+            if other is ent or other.key != ent.key or not other.writes:
+                continue
+            first_write = min(other.writes)
+            if other.had_rmw and ent.read_line < first_write < w_line and other.read_line <= w_line:
+                self.report(w_line, "TXN103", (
+                    f"TXN103 internal stomping: `{ent.name}` (read at line {ent.read_line}) and "
+                    f"`{other.name}` (read at line {other.read_line}) are two objects for the same "
+                    f"row; `{other.name}` is written at line {first_write}, then `{ent.name}` at "
+                    f"line {w_line} overwrites that change; read the row once and reuse the object"))
+                return
+
+    def flush_all(self, node: cst.CSTNode, verb: str, line: Optional[int] = None) -> None:
+        for ent in list({id(e): e for e in self.entities.values()}.values()):
+            if not ent.pending:
+                continue
+            if ent.framework in ("django", "ndb"):
+                continue
+            if ent.framework is None and ent.source == "param" and \
+                    "sqlalchemy" not in self.mod.info.frameworks:
+                continue
+            self.write(ent, node, "flush", None, verb=verb, line=line)
+
+    def release_row_locks(self, line: int) -> None:
+        for ent in set(self.entities.values()):
+            if ent.for_update and ent.released_line is None and ent.framework == "sqlalchemy":
+                ent.released_line = line
+        self.row_locks = [(ln, txn) for ln, txn in self.row_locks if txn is not None]
+
+    # -- check-then-act (TXN105)
+    def check_kind(self, expr: cst.CSTNode) -> Optional[tuple]:
+        for call in iter_calls(expr):
+            t = terminal(call)
+            if t == "exists":
+                return ("exists", "existence")
+        if isinstance(expr, cst.Comparison):
+            for call in iter_calls(expr):
+                t = terminal(call)
+                if t == "count" or (t == "len" and isinstance(call.func, cst.Name)):
+                    return ("count", "a count")
+        return None
+
+    def test(self, test: cst.BaseExpression, node: cst.CSTNode) -> None:
+        self.calls_in(test)
+        line = self.line(node)
+        found = self.check_kind(test)
+        if found is None:
+            for n in names_in(test):
+                if n in self.check_vars:
+                    found = self.check_vars[n]
+                    break
+        if found is None:
+            found = self.entity_check(test)
+        if found is not None:
+            kind, what = found
+            self.checks.append(Check(line, kind, what, tuple(self.stack), self.protected_now(),
+                                     None))
+
+    def entity_check(self, test: cst.BaseExpression) -> Optional[tuple]:
+        stack = [test]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Comparison):
+                left = n.left
+                for ct in n.comparisons:
+                    op = ct.operator
+                    right = ct.comparator
+                    if isinstance(op, (cst.Is, cst.IsNot)) and isinstance(right, cst.Name) and \
+                            right.value == "None":
+                        if isinstance(left, cst.Name) and left.value in self.entities and \
+                                self.entities[left.value].maybe_none:
+                            return ("none", f"`{left.value} is None`")
+                        if isinstance(left, cst.Call) and self.classify_get(left) is not None:
+                            return ("none", "a missing row")
+                    if isinstance(op, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan,
+                                       cst.GreaterThanEqual)):
+                        for side in (left, right):
+                            if isinstance(side, cst.Attribute) and isinstance(side.value, cst.Name) \
+                                    and side.value.value in self.entities and \
+                                    self.entities[side.value.value].source != "param":
+                                return ("limit", f"`{code_of(side)}` against a limit")
+                    left = right
+            elif isinstance(n, cst.UnaryOperation) and isinstance(n.operator, cst.Not):
+                e = n.expression
+                if isinstance(e, cst.Name) and e.value in self.entities and \
+                        self.entities[e.value].maybe_none:
+                    return ("none", f"`not {e.value}`")
+                stack.append(e)
+            elif isinstance(n, cst.BooleanOperation):
+                stack.extend([n.left, n.right])
+            elif isinstance(n, cst.Name) and n.value in self.entities and \
+                    self.entities[n.value].maybe_none:
+                return ("none", f"`{n.value}`")
+        return None
+
+    def act(self, node: cst.CSTNode, what: str) -> None:
+        if not self.checks:
+            return
+        line = self.line(node)
+        if line in self.reported_write_lines:
+            for c in self.checks:
+                c.used = True
+            return
+        pending = [c for c in self.checks if not c.used and c.line <= line]
+        if not pending:
+            return
+        check = pending[-1]
+        for c in pending:
+            c.used = True
+        if self.integrity_depth:
+            return
+        if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
+            return
+        fw = self.framework_hint()
+        if check.kind in ("exists", "none"):
+            fix = {"django": "use get_or_create()/update_or_create(), or a unique constraint and "
+                             "catch IntegrityError around the create",
+                   "ndb": "use get_or_insert() or do both in @ndb.transactional",
+                   }.get(fw, "insert first and catch IntegrityError (a unique constraint, "
+                             "INSERT ... ON CONFLICT), or get_or_create()")
+        else:
+            fix = {"ndb": "do the check and the write in @ndb.transactional",
+                   "sqlalchemy": "lock the parent row with with_for_update() before the check, or make "
+                                 "the write a conditional UPDATE ... WHERE"}.get(
+                fw, "lock the parent row with select_for_update() inside transaction.atomic() before "
+                    "the check, or make the write a conditional UPDATE ... WHERE")
+        self.report(node, "TXN105", (
+            f"TXN105 check-then-act: {check.what} checked at line {check.line}, then {what} at "
+            f"line {line} with nothing making the pair atomic; {fix}"))
+
+    def framework_hint(self) -> Optional[str]:
+        fws = self.mod.info.frameworks
+        for fw in ("django", "sqlalchemy", "ndb"):
+            if fw in fws:
+                return fw
+        return None
+
+    # -- compound statements
+    def with_(self, node: cst.With) -> None:
+        pushed: list[Scope] = []
+        for item in node.items:
+            expr = item.item
+            as_name = item.asname.name.value if item.asname is not None and \
+                isinstance(item.asname.name, cst.Name) else None
+            scope = self.scope_for(expr, self.line(node), as_name=as_name)
+            if scope is not None:
+                self.stack.append(scope)
+                pushed.append(scope)
+                if as_name and scope.kind == "txn":
+                    self.sessions.add(as_name)
+            else:
+                self.calls_in(expr)
+                if as_name and ("session" in dotted(expr).lower() or "connect" in dotted(expr)):
+                    self.sessions.add(as_name)
+        self.block(node.body)
+        line = self.line(node)
+        for scope in reversed(pushed):
+            if scope.kind == "txn" and scope.framework == "sqlalchemy":
+                self.flush_all(node, verb=f"flushed when `{scope.label}` (line {scope.line}) commits",
+                               line=line)
+                self.release_row_locks(line)
+            self.stack.remove(scope)
+
+    def loop(self, node: cst.For) -> None:
+        it = node.iter
+        line = self.line(node)
+        info = None
+        if isinstance(it, cst.Name) and it.value in self.querysets:
+            info = self.querysets[it.value]
+        elif isinstance(it, cst.Call) or isinstance(it, cst.Attribute):
+            names, calls, root = chain(it)
+            if "objects" in names:
+                fu = any(terminal(c) == "select_for_update" for c in calls)
+                model = root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None
+                info = GetInfo(model, model, None, "django", for_update=fu)
+            elif isinstance(it, cst.Call) and terminal(it) in ("scalars", "all") and \
+                    any(terminal(c) in ("scalars", "query", "execute") for c in calls):
+                info = GetInfo(None, None, None, "sqlalchemy",
+                               for_update="with_for_update" in code_of(it))
+        self.calls_in(it)
+        if info is not None and isinstance(node.target, cst.Name):
+            if info.for_update:
+                fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)
+                if self.in_txn() is None and info.framework == "django":
+                    self.report(node, "TXN108", (
+                        f"TXN108 lock outside transaction: select_for_update() evaluated at line "
+                        f"{line} outside any transaction, so the row locks end at once; wrap the loop "
+                        f"in transaction.atomic()"))
+                self.row_locks.append((line, self.in_txn()))
+                info = fake
+            self.new_entity(node.target.value, info, line, source="loop")
+        self.block(node.body)
+        if node.orelse is not None:
+            self.block(node.orelse.body)
+
+    def try_(self, node: cst.Try) -> None:
+        integrity = any(h.type is not None and _INTEGRITY.search(code_of(h.type))
+                        for h in node.handlers)
+        not_found = any(h.type is not None and _NOT_FOUND.search(code_of(h.type))
+                        for h in node.handlers)
+        if integrity:
+            self.integrity_depth += 1
+        get_line = None
+        if not_found:
+            for stmt in node.body.body:
+                for call in iter_calls(stmt):
+                    if self.classify_get(call) is not None:
+                        get_line = self.line(call)
+                        break
+                if get_line:
+                    break
+        self.block(node.body)
+        if integrity:
+            self.integrity_depth -= 1
+        for h in node.handlers:
+            if get_line is not None and h.type is not None and _NOT_FOUND.search(code_of(h.type)):
+                self.checks.append(Check(get_line, "none", "a missing row (get() in try/except "
+                                                           "DoesNotExist)",
+                                         tuple(self.stack), self.protected_now(), None))
+            self.block(h.body)
+        if node.orelse is not None:
+            self.block(node.orelse.body)
+        if node.finalbody is not None:
+            self.block(node.finalbody.body)
+
+
+# ---------------------------------------------------------------- judgement
+
+def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[tuple]:
+    """Which code (if any) a read-modify-write of ``ent`` written under ``stack`` earns."""
+    if ent.versioned or ent.locked_read:
+        return None
+    counter = any(m.kind == "counter" for m in relevant)
+    R = [s for s in ent.scopes]
+    W = list(stack)
+    r_ids = {id(s) for s in R}
+    w_ids = {id(s) for s in W}
+    if ent.for_update and ent.released_line is not None:
+        return ("TXN104", ("released", ent.released_line))
+    if not R and not W:
+        if ent.for_update:
+            return None
+        return ("TXN106" if counter else "TXN102", None)
+    if not R and W:
+        if ent.for_update and ent.framework == "sqlalchemy":
+            return None
+        return ("TXN101", W[-1])
+    gone = [s for s in R if id(s) not in w_ids]
+    if gone:
+        return ("TXN104", ("ended", gone[-1]))
+    common = [s for s in W if id(s) in r_ids]
+    locks = [s for s in common if s.kind == "lock"]
+    if locks:
+        lock = locks[0]
+        idx = W.index(lock)
+        outer_txn = [s for s in W[:idx] if s.kind == "txn"]
+        if outer_txn:
+            return ("TXN104", ("lock-before-commit", lock, outer_txn[-1]))
+        return None
+    if ent.for_update:
+        return None
+    if any(s.kind == "txn" and s.serializable for s in common):
+        return None
+    txn = common[-1]
+    return ("TXN106" if counter else "TXN109", txn)
+
+
+def _fields(relevant: list) -> str:
+    seen = []
+    for m in relevant:
+        if m.attr not in seen:
+            seen.append(m.attr)
+    return ", ".join(seen)
+
+
+def _fw(ent: Entity, vocab: Vocab, scope: Optional[Scope] = None) -> str:
+    if ent.framework:
+        return ent.framework
+    if scope is not None and scope.framework:
+        return scope.framework
+    for fw in ("django", "sqlalchemy", "ndb"):
+        if fw in vocab.frameworks and len(vocab.frameworks - {"txnsafety"}) == 1:
+            return fw
+    return "generic"
+
+
+def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, detail,
+            vocab: Vocab) -> str:
+    name = ent.name
+    r = ent.read_line
+    src = "came in as a parameter" if ent.source == "param" else f"read at line {r}"
+    if code == "TXN101":
+        scope: Scope = detail
+        fw = _fw(ent, vocab, scope)
+        if scope.kind == "lock":
+            fix = f"re-read it inside the lock: `{name} = fetch_under_lock({name})` or a fresh get"
+        elif fw == "django":
+            fix = "move the read inside the block and lock the row with select_for_update()"
+        elif fw == "sqlalchemy":
+            fix = "move the read inside the block and lock the row with with_for_update()"
+        elif fw == "ndb":
+            fix = "move the get inside the transaction"
+        else:
+            fix = "move the read inside the transaction or lock"
+        where = "outside any transaction or lock" if ent.source != "param" else \
+            "by a caller, outside"
+        return (f"TXN101 half-protected: `{name}` {src} {where}, {verb} at line {w_line} inside "
+                f"`{scope.label}` (line {scope.line}); {fix}")
+    if code in ("TXN102", "TXN106") and detail is None:
+        fw = _fw(ent, vocab)
+        if code == "TXN106":
+            attr = next(m.attr for m in relevant if m.kind == "counter")
+            mline = next(m.line for m in relevant if m.kind == "counter")
+            return (f"TXN106 lost-update counter: `{name}.{attr}` changed in Python at line {mline} "
+                    f"from the value {src} and {verb} at line {w_line} with no transaction or lock; "
+                    f"{_counter_fix(fw, attr)}")
+        fix = {"django": "do the read and the save in transaction.atomic() with select_for_update(), "
+                         "or save(update_fields=[...]) of values that do not come from the read",
+               "sqlalchemy": "read it with with_for_update() and commit before anyone else can, or "
+                             "add a version_id_col",
+               "ndb": "do the get and the put in one @ndb.transactional function"}.get(
+            fw, "hold user_write_lock() (or a transaction with a row lock) around the read and the write")
+        return (f"TXN102 unprotected: `{name}` {src}, changed ({_fields(relevant)}) and {verb} at "
+                f"line {w_line} with no transaction or lock; {fix}")
+    if code == "TXN104":
+        kind = detail[0]
+        if kind == "released":
+            return (f"TXN104 scope changed: `{name}` read FOR UPDATE at line {r}, but the row lock "
+                    f"ended with the commit at line {detail[1]} before it was {verb} at line {w_line}; "
+                    f"keep the read and the write in one transaction")
+        if kind == "ended":
+            scope = detail[1]
+            return (f"TXN104 scope changed: `{name}` {src} inside `{scope.label}` (line {scope.line}) "
+                    f"but {verb} at line {w_line} after it ended; do the read and the write inside the "
+                    f"same transaction or lock")
+        lock, txn = detail[1], detail[2]
+        return (f"TXN104 scope changed: `{name}` {src} and {verb} at line {w_line} under `{lock.label}` "
+                f"(line {lock.line}), but the lock is released before `{txn.label}` (line {txn.line}) "
+                f"commits, so the next holder can read the old row; take the lock outside the "
+                f"transaction or use a transaction-level lock (select_for_update, "
+                f"pg_advisory_xact_lock)")
+    if code in ("TXN106", "TXN109"):
+        scope = detail
+        fw = _fw(ent, vocab, scope)
+        iso = "READ COMMITTED"
+        if code == "TXN106":
+            attr = next(m.attr for m in relevant if m.kind == "counter")
+            mline = next(m.line for m in relevant if m.kind == "counter")
+            return (f"TXN106 lost-update counter: `{name}.{attr}` changed in Python at line {mline} "
+                    f"from the value {src} and {verb} at line {w_line} inside `{scope.label}` "
+                    f"(line {scope.line}), which at {iso} does not lock the row; "
+                    f"{_counter_fix(fw, attr)}")
+        lock = "with_for_update()" if fw == "sqlalchemy" else "select_for_update()"
+        return (f"TXN109 weak isolation: `{name}` {src}, changed ({_fields(relevant)}) and {verb} at "
+                f"line {w_line} inside `{scope.label}` (line {scope.line}) at {iso} with no row lock "
+                f"or version check; read it with {lock} or add a version column")
+    return f"{code} {CODES[code].kind}: `{name}` {src}, {verb} at line {w_line}"
+
+
+def _counter_fix(fw: str, attr: str) -> str:
+    if fw == "django":
+        return f"update it atomically with F('{attr}') (`.update({attr}=F('{attr}') + n)`)"
+    if fw == "sqlalchemy":
+        return f"update it atomically with `Model.{attr} + n` (update(Model).values(...))"
+    if fw == "ndb":
+        return "do the get and the put in one @ndb.transactional function"
+    return (f"update it atomically in the database (F('{attr}') + n / Model.{attr} + n) or hold a "
+            f"lock around the read and the write")
+
+
+# ---------------------------------------------------------------- module driver
+
+class ModuleAnalyzer:
+    def __init__(self, source: str, tree: Optional[ast.AST], cfg: Config, filename: str = "",
+                 prefilter: Optional[Prefilter] = None):
+        self.source = source
+        self.cfg = cfg
+        self.filename = filename
+        self.tree = tree
+        self.findings: list[Finding] = []
+        self.call_sites: list[CallSite] = []
+        self.functions: dict[str, FunctionAnalyzer] = {}
+        self.function_names: set[str] = set()
+        self.prefilter = prefilter or Prefilter(cfg)
+        self.nested_seen = 0
+        self.parsed_functions = 0
+
+    def add(self, f: Finding) -> None:
+        self.findings.append(f)
+
+    def run(self) -> list[Finding]:
+        if not self.prefilter.module_relevant(self.source):
+            return []
+        if self.tree is None:
+            self.tree = ast.parse(self.source)
+        self.info = ModuleInfo(self.tree, self.cfg)
+        self.vocab = vocab_for(self.info.frameworks, self.cfg)
+        lines = self.source.splitlines(keepends=True)
+        picked = []
+        for fnode, cls in self.info.functions:
+            start = min([fnode.lineno] + [d.lineno for d in fnode.decorator_list])
+            end = fnode.end_lineno or fnode.lineno
+            text = "".join(lines[start - 1:end])
+            self.function_names.add(fnode.name)
+            if self.prefilter.function_relevant(text):
+                picked.append((fnode, cls, start, text))
+        for fnode, cls, start, text in picked:
+            self.analyze_function(fnode, cls, start, text)
+        self.resolve_calls()
+        seen = set()
+        out = []
+        for f in sorted(self.findings, key=Finding.sort_key):
+            k = (f.line, f.code)
+            if k not in seen:
+                seen.add(k)
+                out.append(f)
+        return out
+
+    def analyze_function(self, fnode, cls, start: int, text: str) -> None:
+        indented = text[:1] in (" ", "\t")
+        src = ("if 1:\n" + text) if indented else text
+        offset = start - 1 - (1 if indented else 0)
+        try:
+            module = cst.parse_module(src)
+        except Exception:
+            return
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        positions = wrapper.resolve(PositionProvider)
+        fdef = module.body[0]
+        if indented:
+            fdef = fdef.body.body[0]
+        if not isinstance(fdef, cst.FunctionDef):
+            return
+        self.parsed_functions += 1
+        qual = f"{cls}.{fnode.name}" if cls else fnode.name
+        fa = FunctionAnalyzer(self, fdef, positions, offset, qual, is_method=cls is not None)
+        fa.run()
+        self.functions.setdefault(fnode.name, fa)
+
+    def resolve_calls(self) -> None:
+        callers: dict[str, list[CallSite]] = {}
+        for site in self.call_sites:
+            callers.setdefault(site.callee, []).append(site)
+            callee = self.functions.get(site.callee)
+            if callee is None or callee is site.caller:
+                continue
+            self._param_writes(site, callee)
+            self._internal(site, callee)
+        # unprotected helpers that every caller in the module calls under protection
+        for name, fa in self.functions.items():
+            sites = callers.get(name, [])
+            if fa.deferred and sites and all(s.stack for s in sites):
+                continue
+            self.findings.extend(fa.deferred)
+
+    def _param_writes(self, site: CallSite, callee: FunctionAnalyzer) -> None:
+        order = [p for p in callee.param_order]
+        if callee.is_method and order and order[0] == "self":
+            order = order[1:]
+        pairs = list(site.args)
+        if site.receiver is not None and "self" in callee.param_writes:
+            pairs.append(("self", site.receiver))
+        for key, ent in pairs:
+            pname = key if isinstance(key, str) else (order[key] if key < len(order) else None)
+            if pname is None or pname not in callee.param_writes:
+                continue
+            if ent.source == "param":
+                continue
+            w_line, relevant, _kind = callee.param_writes[pname]
+            result = judge(ent, site.stack, relevant, self.vocab)
+            if result is None:
+                continue
+            code, detail = result
+            verb = f"written by `{callee.name}()` (line {w_line}) called"
+            msg = compose(code, ent, site.line, verb, relevant, detail, self.vocab)
+            if self.cfg.code_enabled(code):
+                self.add(Finding(site.line, site.col, code, msg))
+
+    def _internal(self, site: CallSite, callee: FunctionAnalyzer) -> None:
+        if not callee.rmw_getters:
+            return
+        for ent in site.live:
+            if ent.getter not in callee.rmw_getters:
+                continue
+            later = [w for w in ent.writes if w > site.line]
+            if ent.read_line < site.line and later and ent.had_rmw:
+                hr, hw = callee.rmw_getters[ent.getter]
+                if self.cfg.code_enabled("TXN103"):
+                    self.add(Finding(later[0], 0, "TXN103", (
+                        f"TXN103 internal stomping: `{ent.name}` read at line {ent.read_line} and "
+                        f"written at line {later[0]}, but `{callee.name}()` called at line {site.line} "
+                        f"reads and writes the same `{ent.getter}` row as another object (lines "
+                        f"{hr}/{hw}), and one write erases the other; pass `{ent.name}` to the helper "
+                        f"instead of re-reading")))
+                return
+
+
+def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = "",
+                   tree: Optional[ast.AST] = None,
+                   prefilter: Optional[Prefilter] = None) -> list[Finding]:
+    """Findings for one module's source.  Raises SyntaxError if it does not parse."""
+    cfg = cfg or Config()
+    mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter)
+    findings = mod.run()
+    return [Finding(f.line, f.col, f.code, f.message, filename) for f in findings]

@@ -1,0 +1,67 @@
+"""Plain data the analysis passes around: scopes, entities, findings."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    line: int
+    col: int
+    code: str
+    message: str
+    path: str = ""
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.col, self.code)
+
+
+@dataclasses.dataclass(eq=False)
+class Scope:
+    """A transaction or lock that protects the statements inside it."""
+
+    kind: str                 # "txn" or "lock"
+    label: str                # how the source spells it, e.g. "transaction.atomic()"
+    line: int
+    retrying: bool = False
+    serializable: bool = False
+    decorator: bool = False
+    session: Optional[str] = None
+    framework: Optional[str] = None
+
+
+@dataclasses.dataclass
+class Mutation:
+    line: int
+    attr: str
+    kind: str                 # "blind" | "derived" | "counter" | "atomic"
+
+
+@dataclasses.dataclass(eq=False)
+class Entity:
+    name: str
+    read_line: int
+    scopes: tuple
+    source: str               # "get" | "param" | "loop"
+    model: Optional[str] = None
+    getter: Optional[str] = None
+    key: Optional[str] = None
+    framework: Optional[str] = None
+    for_update: bool = False
+    locked_read: bool = False
+    maybe_none: bool = False
+    versioned: bool = False
+    pending: list = dataclasses.field(default_factory=list)
+    writes: list = dataclasses.field(default_factory=list)
+    released_line: Optional[int] = None
+    had_rmw: bool = False
+
+    def relevant(self, kind: str, fields: Optional[set] = None) -> list:
+        """The pending mutations that make a write of ``kind`` a read-modify-write."""
+        if kind == "whole":
+            return [m for m in self.pending if m.kind != "atomic"]
+        if kind == "fields":
+            return [m for m in self.pending if m.kind in ("derived", "counter")
+                    and (fields is None or m.attr in fields)]
+        return [m for m in self.pending if m.kind in ("derived", "counter")]

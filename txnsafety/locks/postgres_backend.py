@@ -1,0 +1,550 @@
+"""``postgresql://``: PostgreSQL advisory locks, one server session per held lock.
+
+Why advisory locks: PostgreSQL queues waiters itself (no polling, FIFO among
+conflicting requests) and ends a lock the moment its session dies, so a holder
+killed with ``kill -9`` frees the lock at once.
+
+* Key: the first 8 bytes of BLAKE2b of the backend key, as a signed bigint --
+  stable across processes, Python versions and hosts (``hash()`` is not).
+* Lease: the server ends a lock-holding session that stays idle longer than the
+  lease (``idle_session_timeout`` in session scope,
+  ``idle_in_transaction_session_timeout`` in transaction scope); ``extend()``
+  resets that timer.  The local deadline starts before the acquiring statement,
+  so it is never later than the server's.
+* Fence: ``nextval()`` of one sequence (``txnsafety_lock_fence``), which is never
+  rolled back, so fences only grow -- per key, since they grow globally.
+* Scope (URL ``?scope=session`` default, or ``?scope=transaction``): in
+  transaction scope the lock is ``pg_advisory_xact_lock`` inside a transaction
+  that release commits; everything runs in that one transaction, so it is
+  correct behind PgBouncer in transaction-pooling mode (session scope is not).
+* Priority: an interactive waiter holds a *shared* advisory lock on a per-key
+  marker while it waits; a batch acquirer first takes that marker *exclusively*
+  (so it waits until no interactive waiter is queued) and drops it at once.
+* Owner-only: only the session that took an advisory lock can unlock it; a
+  lease's connection is private to it.
+
+URL query options (removed from the connection string): ``scope``,
+``fence_sequence``.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import select
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Generator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from ..context import Priority
+from .backend import AcquireRequest, Backend, Grant
+from .errors import BackendUnavailable, LockTimeout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lease import Lease
+
+_OURS = ("scope", "fence_sequence")
+_MAX_IDLE = 8
+
+Step = Generator[tuple[str, tuple[Any, ...]], Any, Grant]
+
+
+def key_hash(key: str) -> int:
+    """Stable signed 64-bit advisory-lock key for ``key``."""
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class _Flag:
+    """Notify handler: remembers that a NOTIFY arrived while a query ran."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, notify: Any) -> None:
+        self.seen = True
+
+    def take(self) -> bool:
+        seen, self.seen = self.seen, False
+        return seen
+
+
+async def _readable(fd: int, timeout: float) -> bool:
+    """Wait until ``fd`` is readable (True) or ``timeout`` passes (False)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[bool] = loop.create_future()
+    loop.add_reader(fd, lambda: fut.done() or fut.set_result(True))
+    try:
+        return await asyncio.wait_for(fut, timeout)
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+
+
+def _channel(k: int) -> str:
+    return f"txnsafety_lock_{k & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def _split(k: int) -> tuple[int, int]:
+    """(classid, objid) as pg_locks shows a bigint advisory key."""
+    u = k & 0xFFFFFFFFFFFFFFFF
+    return u >> 32, u & 0xFFFFFFFF
+
+
+class PostgresBackend(Backend):
+    """See the module docstring."""
+
+    scheme = "postgresql"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        ours = {k: v for k, v in query if k in _OURS}
+        rest = [(k, v) for k, v in query if k not in _OURS]
+        self.conninfo = urlunsplit(parts._replace(scheme="postgresql", query=urlencode(rest)))
+        self.scope = ours.get("scope", "session")
+        if self.scope not in ("session", "transaction"):
+            raise ValueError("txnsafety: postgresql lock scope must be 'session' or 'transaction'")
+        self.sequence = ours.get("fence_sequence", "txnsafety_lock_fence")
+        if not self.sequence.replace("_", "").replace(".", "").isalnum():
+            raise ValueError("txnsafety: fence_sequence must be a plain identifier")
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._aidle: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]]" = \
+            weakref.WeakKeyDictionary()
+        self._mutex = threading.Lock()
+        self._seq_ready = False
+
+    # -- connections ---------------------------------------------------------------------
+    def _setup_sql(self) -> str | None:
+        if self._seq_ready:
+            return None
+        return f"CREATE SEQUENCE IF NOT EXISTS {self.sequence}"
+
+    def _get(self) -> psycopg.Connection[Any]:
+        with self._mutex:
+            if self._idle:
+                return self._idle.pop()
+        conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+        sql = self._setup_sql()
+        if sql:
+            conn.execute(sql)
+            self._seq_ready = True
+        return conn
+
+    def _put(self, conn: psycopg.Connection[Any]) -> None:
+        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
+            return
+        with self._mutex:
+            if len(self._idle) < _MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    async def _aget(self) -> Any:
+        loop = asyncio.get_running_loop()
+        pool = self._aidle.setdefault(loop, [])
+        if pool:
+            return pool.pop()
+        conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True, connect_timeout=5)
+        sql = self._setup_sql()
+        if sql:
+            await conn.execute(sql)
+            self._seq_ready = True
+        return conn
+
+    async def _aput(self, conn: Any) -> None:
+        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            await conn.close()
+            return
+        pool = self._aidle.setdefault(asyncio.get_running_loop(), [])
+        if len(pool) < _MAX_IDLE:
+            pool.append(conn)
+        else:
+            await conn.close()
+
+    # -- the acquisition protocol, shared by sync and async drivers ---------------------
+    def _steps(self, req: AcquireRequest) -> Step:
+        """Yields (sql, params), receives the first row; returns the Grant."""
+        k = key_hash(req.backend_key)
+        marker = key_hash("txnsafety:interactive:" + req.backend_key)
+        lease_ms = str(max(int(req.lease_seconds * 1000), 1))
+        idle_guc = "idle_session_timeout" if self.scope == "session" else "idle_in_transaction_session_timeout"
+        xact = self.scope == "transaction"
+        lock_fn = "pg_advisory_xact_lock" if xact else "pg_advisory_lock"
+        try_fn = "pg_try_advisory_xact_lock" if xact else "pg_try_advisory_lock"
+        local = "true" if xact else "false"
+        t0 = start = time.monotonic()
+        if xact:
+            yield "BEGIN", ()
+        row = yield (
+            f"SELECT f, set_config(%s, CASE WHEN f IS NULL THEN '0' ELSE %s END, {local}) FROM "
+            f"(SELECT CASE WHEN {try_fn}(%s) THEN nextval(%s) END AS f, "
+            f"set_config('application_name', %s, {local})) s",
+            (idle_guc, lease_ms, k, self.sequence, req.owner[:63]))
+        if row[0] is not None:
+            return Grant(int(row[0]), start=start)
+        waited_on = yield "HOLDER", (k,)
+        if req.wait_timeout <= 0:
+            raise LockTimeout(req.key, 0.0, waited_on)
+        until = t0 + req.wait_timeout
+
+        def timeout_ms() -> str:
+            return str(max(int((until - time.monotonic()) * 1000), 1))
+
+        if req.priority is Priority.BATCH and not xact:
+            return (yield from self._batch_steps(req, k, marker, lease_ms, t0, until, waited_on))
+        try:
+            yield "SELECT set_config('lock_timeout', %s, %s)", (timeout_ms(), local)
+            if req.priority is Priority.INTERACTIVE:
+                # registered as an interactive waiter for as long as we wait
+                yield (f"SELECT {'pg_advisory_xact_lock_shared' if xact else 'pg_advisory_lock_shared'}(%s)",
+                       (marker,))
+            else:
+                # transaction scope: wait until no interactive waiter is registered, keep them out
+                yield "SELECT pg_advisory_xact_lock(%s)", (marker,)
+            yield "SELECT set_config('lock_timeout', %s, %s)", (timeout_ms(), local)
+            start = time.monotonic()
+            row = yield (f"SELECT {lock_fn}(%s), nextval(%s), set_config(%s, %s, {local}), "
+                         f"set_config('lock_timeout', '0', {local})",
+                         (k, self.sequence, idle_guc, lease_ms))
+            if req.priority is Priority.INTERACTIVE and not xact:
+                yield "SELECT pg_advisory_unlock_shared(%s)", (marker,)
+            return Grant(int(row[1]), start=start, waited=time.monotonic() - t0, waited_on=waited_on)
+        except pg_errors.LockNotAvailable:
+            holder = yield "HOLDER-AFTER-ROLLBACK", (k,)
+            raise LockTimeout(req.key, req.wait_timeout, holder) from None
+
+    def _batch_steps(self, req: AcquireRequest, k: int, marker: int, lease_ms: str, t0: float,
+                     until: float, waited_on: str | None) -> Step:
+        """Session-scope batch waiter: never queued on the lock itself.
+
+        Queued on the lock, a batch waiter would be served before interactive
+        waiters that came later (PostgreSQL's queue is FIFO).  So it only *tries*
+        the lock, when no interactive waiter is registered, and sleeps on
+        LISTEN until a release NOTIFYs (releases notify only while a batch waiter
+        is registered on the batch marker), re-checking at most every second.
+        """
+        batch_marker = key_hash("txnsafety:batch:" + req.backend_key)
+        channel = _channel(k)
+        yield "SELECT pg_advisory_lock_shared(%s)", (batch_marker,)
+        yield "ARM", ()
+        yield f'LISTEN "{channel}"', ()
+
+        def cleanup() -> Generator[tuple[str, tuple[Any, ...]], Any, None]:
+            yield "DISARM", ()
+            yield f'UNLISTEN "{channel}"', ()
+            yield "SELECT pg_advisory_unlock_shared(%s)", (batch_marker,)
+
+        while True:
+            start = time.monotonic()
+            row = yield (
+                "SELECT CASE WHEN pg_try_advisory_lock(%s) THEN CASE WHEN pg_advisory_unlock(%s) THEN "
+                "CASE WHEN pg_try_advisory_lock(%s) THEN nextval(%s) END END END",
+                (marker, marker, k, self.sequence))
+            if row[0] is not None:
+                yield from cleanup()
+                yield "SELECT set_config('idle_session_timeout', %s, false)", (lease_ms,)
+                return Grant(int(row[0]), start=start, waited=time.monotonic() - t0, waited_on=waited_on)
+            left = until - time.monotonic()
+            if left <= 0:
+                yield from cleanup()
+                holder = yield "HOLDER", (k,)
+                raise LockTimeout(req.key, req.wait_timeout, holder)
+            yield "WAIT", (min(left, 1.0),)
+
+    _HOLDER_SQL = ("SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                   "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
+                   "AND l.objsubid = 1 LIMIT 1")
+
+    def _holder_sql(self, k: int) -> tuple[str, tuple[Any, ...]]:
+        return self._HOLDER_SQL, _split(k)
+
+    # -- blocking -------------------------------------------------------------------------
+    def acquire(self, req: AcquireRequest) -> Grant:
+        try:
+            conn = self._get()
+        except psycopg.Error as exc:
+            raise BackendUnavailable(req.key, self.name, exc) from exc
+        gen = self._steps(req)
+        flag = _Flag()
+        to_send: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    sql, params = gen.send(to_send) if error is None else gen.throw(error)
+                except StopIteration as stop:
+                    grant: Grant = stop.value
+                    grant.handle = conn
+                    return grant
+                error = None
+                try:
+                    if sql == "HOLDER-AFTER-ROLLBACK":
+                        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                            conn.execute("ROLLBACK")
+                        sql = "HOLDER"
+                    if sql == "HOLDER":
+                        row = conn.execute(*self._holder_sql(params[0])).fetchone()
+                        to_send = row[0] if row else None
+                    elif sql == "ARM":
+                        flag = _Flag()
+                        conn.add_notify_handler(flag)
+                    elif sql == "DISARM":
+                        conn.remove_notify_handler(flag)
+                    elif sql == "WAIT":
+                        # A NOTIFY read during a query already hit the handler; one
+                        # still in the socket makes it readable: a no-op query reads it.
+                        if not flag.take():
+                            readable, _, _ = select.select([conn.fileno()], [], [], params[0])
+                            if readable:
+                                conn.execute("SELECT 1")
+                            flag.take()
+                    else:
+                        cur = conn.execute(sql, params)
+                        to_send = cur.fetchone() if cur.description else None
+                except pg_errors.LockNotAvailable as exc:
+                    error = exc
+        except LockTimeout:
+            self._reset(conn)
+            raise
+        except psycopg.Error as exc:
+            conn.close()
+            raise BackendUnavailable(req.key, self.name, exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+
+    def _reset(self, conn: psycopg.Connection[Any]) -> None:
+        """Back to a clean idle session (no locks, no timeouts) for the pool."""
+        try:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+            conn.execute("SELECT pg_advisory_unlock_all(), set_config('lock_timeout', '0', false), "
+                         "set_config('idle_session_timeout', '0', false)")
+            self._put(conn)
+        except psycopg.Error:
+            conn.close()
+
+    _RELEASE_SQL = (
+        "SELECT pg_advisory_unlock(%s), set_config('idle_session_timeout', '0', false), "
+        "CASE WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+        "AND classid = %s AND objid = %s AND objsubid = 1) THEN pg_notify(%s, '') END")
+
+    def _release_params(self, lease: "Lease") -> tuple[Any, ...]:
+        """Unlock, and wake batch waiters (only when one is registered)."""
+        k = key_hash(lease.backend_key)
+        return (k, *_split(key_hash("txnsafety:batch:" + lease.backend_key)), _channel(k))
+
+    def release(self, lease: "Lease") -> bool:
+        conn = lease.handle
+        if not isinstance(conn, psycopg.Connection):
+            if conn is not None:  # an async lease released from sync code (scope cleanup)
+                self.abandon(lease)
+                return True
+            return False
+        lease.handle = None
+        try:
+            if self.scope == "transaction":
+                conn.execute("COMMIT")
+                ok = True
+            else:
+                ok = bool(conn.execute(self._RELEASE_SQL, self._release_params(lease)).fetchone()[0])
+        except psycopg.OperationalError:
+            conn.close()
+            return False  # the session ended: the server dropped the lock with it
+        except psycopg.Error as exc:
+            conn.close()
+            raise BackendUnavailable(lease.key, self.name, exc) from exc
+        self._put(conn)
+        return ok
+
+    def _extend_sql(self) -> str:
+        local = "true" if self.scope == "transaction" else "false"
+        guc = "idle_session_timeout" if self.scope == "session" else "idle_in_transaction_session_timeout"
+        return (f"SELECT set_config('{guc}', %s, {local}), count(*) FROM pg_locks WHERE "
+                f"locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND classid = %s "
+                f"AND objid = %s AND objsubid = 1")
+
+    def extend(self, lease: "Lease", seconds: float) -> bool:
+        conn = lease.handle
+        if not isinstance(conn, psycopg.Connection):
+            return False
+        try:
+            row = conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
+                                                    *_split(key_hash(lease.backend_key)))).fetchone()
+            return bool(row[1])
+        except psycopg.Error:
+            return False
+
+    def is_held(self, lease: "Lease") -> bool:
+        conn = lease.handle
+        if not isinstance(conn, psycopg.Connection):
+            return False
+        try:
+            row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                               "AND pid = pg_backend_pid() AND classid = %s AND objid = %s AND objsubid = 1",
+                               _split(key_hash(lease.backend_key))).fetchone()
+            return bool(row[0])
+        except psycopg.Error:
+            return False
+
+    def holder(self, backend_key: str) -> str | None:
+        conn = self._get()
+        try:
+            row = conn.execute(*self._holder_sql(key_hash(backend_key))).fetchone()
+            return row[0] if row else None
+        finally:
+            self._put(conn)
+
+    def waiting(self, backend_key: str) -> int:
+        """Sessions waiting for ``backend_key``: queued interactive plus registered batch waiters."""
+        conn = self._get()
+        try:
+            k = _split(key_hash(backend_key))
+            b = _split(key_hash("txnsafety:batch:" + backend_key))
+            return conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND ("
+                "(NOT granted AND classid = %s AND objid = %s) OR (granted AND classid = %s AND objid = %s))",
+                (*k, *b)).fetchone()[0]
+        finally:
+            self._put(conn)
+
+    def abandon(self, lease: "Lease") -> None:
+        """Drop the session that holds the lock: the server releases it."""
+        conn, lease.handle = lease.handle, None
+        if conn is None:
+            return
+        try:
+            conn.pgconn.finish()
+        except Exception:  # pragma: no cover
+            pass
+
+    def close(self) -> None:
+        with self._mutex:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    # -- async ------------------------------------------------------------------------
+    async def aacquire(self, req: AcquireRequest) -> Grant:
+        try:
+            conn = await self._aget()
+        except psycopg.Error as exc:
+            raise BackendUnavailable(req.key, self.name, exc) from exc
+        gen = self._steps(req)
+        flag = _Flag()
+        to_send: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    sql, params = gen.send(to_send) if error is None else gen.throw(error)
+                except StopIteration as stop:
+                    grant: Grant = stop.value
+                    grant.handle = conn
+                    return grant
+                error = None
+                try:
+                    if sql == "HOLDER-AFTER-ROLLBACK":
+                        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                            await conn.execute("ROLLBACK")
+                        sql = "HOLDER"
+                    if sql == "HOLDER":
+                        cur = await conn.execute(*self._holder_sql(params[0]))
+                        row = await cur.fetchone()
+                        to_send = row[0] if row else None
+                    elif sql == "ARM":
+                        flag = _Flag()
+                        conn.add_notify_handler(flag)
+                    elif sql == "DISARM":
+                        conn.remove_notify_handler(flag)
+                    elif sql == "WAIT":
+                        if not flag.take():
+                            if await _readable(conn.fileno(), params[0]):
+                                await conn.execute("SELECT 1")
+                            flag.take()
+                    else:
+                        cur = await conn.execute(sql, params)
+                        to_send = await cur.fetchone() if cur.description else None
+                except pg_errors.LockNotAvailable as exc:
+                    error = exc
+        except LockTimeout:
+            await self._areset(conn)
+            raise
+        except psycopg.Error as exc:
+            await conn.close()
+            raise BackendUnavailable(req.key, self.name, exc) from exc
+        except BaseException:
+            # cancelled while blocked: cancel the server-side wait, then drop the session
+            try:
+                conn.pgconn.finish()
+            except Exception:  # pragma: no cover
+                pass
+            raise
+
+    async def _areset(self, conn: Any) -> None:
+        try:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                await conn.execute("ROLLBACK")
+            await conn.execute("SELECT pg_advisory_unlock_all(), set_config('lock_timeout', '0', false), "
+                               "set_config('idle_session_timeout', '0', false)")
+            await self._aput(conn)
+        except psycopg.Error:
+            await conn.close()
+
+    async def arelease(self, lease: "Lease") -> bool:
+        conn = lease.handle
+        if isinstance(conn, psycopg.Connection):
+            return self.release(lease)
+        if conn is None:
+            return False
+        lease.handle = None
+        try:
+            if self.scope == "transaction":
+                await conn.execute("COMMIT")
+                ok = True
+            else:
+                cur = await conn.execute(self._RELEASE_SQL, self._release_params(lease))
+                ok = bool((await cur.fetchone())[0])
+        except psycopg.OperationalError:
+            await conn.close()
+            return False
+        except psycopg.Error as exc:
+            await conn.close()
+            raise BackendUnavailable(lease.key, self.name, exc) from exc
+        await self._aput(conn)
+        return ok
+
+    async def aextend(self, lease: "Lease", seconds: float) -> bool:
+        conn = lease.handle
+        if isinstance(conn, psycopg.Connection):
+            return self.extend(lease, seconds)
+        if conn is None:
+            return False
+        try:
+            cur = await conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
+                                                          *_split(key_hash(lease.backend_key))))
+            return bool((await cur.fetchone())[1])
+        except psycopg.Error:
+            return False
+
+    async def ais_held(self, lease: "Lease") -> bool:
+        conn = lease.handle
+        if isinstance(conn, psycopg.Connection):
+            return self.is_held(lease)
+        if conn is None:
+            return False
+        try:
+            cur = await conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                                     "AND pid = pg_backend_pid() AND classid = %s AND objid = %s "
+                                     "AND objsubid = 1", _split(key_hash(lease.backend_key)))
+            return bool((await cur.fetchone())[0])
+        except psycopg.Error:
+            return False

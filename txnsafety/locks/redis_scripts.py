@@ -1,0 +1,129 @@
+"""Lua scripts of the Redis backend (each runs atomically on the server).
+
+Keys of one lock share a hash tag, so the scripts are cluster-safe:
+
+* ``KEYS[1]`` lock hash ``{token, owner, fence}`` with a PEXPIRE (the lease);
+* ``KEYS[2]`` fence counter (INCR on every grant; never expires);
+* ``KEYS[3]`` / ``KEYS[4]`` interactive / batch wait queues (ZSET token -> arrival ms);
+* ``KEYS[5]`` waiter hash ``token -> "alive_until_ms|lease_ms|owner"``;
+* ``ARGV[...]`` see each script; signal lists are ``<signal prefix><token>``.
+
+The lock is never left free while a live waiter is queued: release (and an
+acquirer that finds the lock expired) hands it straight to the head waiter --
+interactive before batch, each in arrival order -- and pushes that waiter's
+signal list, on which it is blocked in BLPOP.  A waiter that died stops
+refreshing ``alive_until`` and is skipped.
+"""
+
+COMMON = r"""
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function split(info)
+  local a = string.find(info, '|', 1, true)
+  local b = string.find(info, '|', a + 1, true)
+  return tonumber(string.sub(info, 1, a - 1)), tonumber(string.sub(info, a + 1, b - 1)), string.sub(info, b + 1)
+end
+
+-- first live waiter (interactive queue first); prunes dead heads
+local function head(now)
+  for q = 3, 4 do
+    while true do
+      local h = redis.call('ZRANGE', KEYS[q], 0, 0)[1]
+      if not h then break end
+      local info = redis.call('HGET', KEYS[5], h)
+      if info then
+        local alive = split(info)
+        if alive >= now then return h, info end
+      end
+      redis.call('ZREM', KEYS[q], h)
+      redis.call('HDEL', KEYS[5], h)
+    end
+  end
+  return nil, nil
+end
+
+local function unqueue(tok)
+  redis.call('ZREM', KEYS[3], tok)
+  redis.call('ZREM', KEYS[4], tok)
+  redis.call('HDEL', KEYS[5], tok)
+end
+
+local function grant(tok, owner, lease_ms)
+  local fence = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[1], 'token', tok, 'owner', owner, 'fence', fence)
+  redis.call('PEXPIRE', KEYS[1], lease_ms)
+  return fence
+end
+
+local function handoff(h, info, sigprefix, sig_ms)
+  local _, lease_ms, owner = split(info)
+  unqueue(h)
+  local fence = grant(h, owner, lease_ms)
+  local sig = sigprefix .. h
+  redis.call('RPUSH', sig, fence)
+  redis.call('PEXPIRE', sig, sig_ms)
+  return fence
+end
+"""
+
+# ARGV: token, owner, lease_ms, prio ('i'|'b'), wait ('0'|'1'), alive_ms, sigprefix
+# -> {1, fence} acquired | {0, holder_owner, holder_pttl}
+ACQUIRE = COMMON + r"""
+local tok = ARGV[1]
+local cur = redis.call('HGET', KEYS[1], 'token')
+if cur == tok then
+  -- handed to us while we waited: start the lease now
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  unqueue(tok)
+  redis.call('DEL', ARGV[7] .. tok)
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+end
+local now = now_ms()
+if not cur then
+  local h, info = head(now)
+  if (not h) or h == tok then
+    unqueue(tok)
+    return {1, grant(tok, ARGV[2], ARGV[3])}
+  end
+  handoff(h, info, ARGV[7], tonumber(ARGV[6]))
+end
+if ARGV[5] == '1' then
+  local q = KEYS[3]
+  if ARGV[4] == 'b' then q = KEYS[4] end
+  if not redis.call('ZSCORE', q, tok) then redis.call('ZADD', q, now, tok) end
+  redis.call('HSET', KEYS[5], tok, (now + tonumber(ARGV[6])) .. '|' .. ARGV[3] .. '|' .. ARGV[2])
+end
+return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}
+"""
+
+# ARGV: token, sigprefix, sig_ms -> 1 released | 0 not ours
+RELEASE = COMMON + r"""
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+local h, info = head(now_ms())
+if h then handoff(h, info, ARGV[2], tonumber(ARGV[3])) end
+return 1
+"""
+
+# ARGV: token, lease_ms -> 1 | 0
+EXTEND = r"""
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+# A waiter gives up.  ARGV: token, sigprefix, lease_ms
+# -> {1, fence} if it had been handed the lock (lease restarted now), else {0, owner, pttl}
+CANCEL = COMMON + r"""
+local tok = ARGV[1]
+unqueue(tok)
+redis.call('DEL', ARGV[2] .. tok)
+if redis.call('HGET', KEYS[1], 'token') == tok then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+end
+return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}
+"""

@@ -52,7 +52,8 @@ class Prefilter:
                                                               | vocab_cfg.locks)))
         self.mut = re.compile(r"\w\.\w+\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|pop|remove|"
                               r"insert|setdefault|clear)\()|setattr\(")
-        self.check = re.compile(r"exists\(|count\(|DoesNotExist|NoResultFound| is None|if not ")
+        self.check = re.compile(r"exists\(|count\(|DoesNotExist|NoResultFound| is None|if not "
+                                r"|(?:if|while) [^\n]*[<>]")
 
     def module_relevant(self, text: str) -> bool:
         if "select_for_update" in text:
@@ -198,7 +199,7 @@ _VERSION_FIELDS = {"VersionField", "IntegerVersionField", "AutoIncVersionField",
 
 class GetInfo:
     __slots__ = ("model", "getter", "key", "framework", "for_update", "locked", "maybe_none",
-                 "create_safe")
+                 "session")
 
     def __init__(self, model, getter, key, framework, for_update=False, locked=False,
                  maybe_none=False):
@@ -209,6 +210,7 @@ class GetInfo:
         self.for_update = for_update
         self.locked = locked
         self.maybe_none = maybe_none
+        self.session = None
 
 
 # ---------------------------------------------------------------- module level
@@ -219,7 +221,7 @@ class ModuleInfo:
     def __init__(self, tree: ast.AST, vocab_cfg: Config):
         self.frameworks: set[str] = set()
         self.versioned: set[str] = set(vocab_cfg.versioned_models)
-        self.txn_targets: set[str] = set()
+        self.txn_targets: dict[str, bool] = {}
         self.functions: list[tuple[ast.AST, Optional[str]]] = []
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -235,12 +237,14 @@ class ModuleInfo:
             elif isinstance(node, ast.Call):
                 fname = _ast_dotted(node.func)
                 last = fname.rsplit(".", 1)[-1]
-                if last in ("transaction", "run_in_transaction", "run_in_transaction_options",
-                            "transaction_async", "run_in_transaction_custom_retries") or \
-                        name_matches(fname, vocab_cfg.retrying_transactions | vocab_cfg.transactions):
+                ndb_runner = last in ("transaction", "run_in_transaction",
+                                      "run_in_transaction_options", "transaction_async",
+                                      "run_in_transaction_custom_retries")
+                retrying = ndb_runner or name_matches(fname, vocab_cfg.retrying_transactions)
+                if retrying or name_matches(fname, vocab_cfg.transactions):
                     for arg in node.args:
                         if isinstance(arg, ast.Name):
-                            self.txn_targets.add(arg.id)
+                            self.txn_targets[arg.id] = retrying
         body = getattr(tree, "body", [])
         self._collect(body, None)
 
@@ -385,10 +389,12 @@ class FunctionAnalyzer:
             if scope is not None:
                 self.stack.append(scope)
         if self.name in self.mod.info.txn_targets:
-            retrying = "ndb" in self.vocab.frameworks
+            retrying = self.mod.info.txn_targets[self.name]
+            ndb = "ndb" in self.mod.info.frameworks
+            serializable = self.vocab.ndb_serializable if ndb else not self.vocab.weak_isolation
             self.stack.append(Scope("txn", "a transaction runner", line, retrying=retrying,
-                                    serializable=retrying and self.vocab.ndb_serializable,
-                                    decorator=True, framework="ndb" if retrying else None))
+                                    serializable=serializable, decorator=True,
+                                    framework="ndb" if ndb else None))
         params = node.params
         for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
             pname = p.name.value
@@ -544,11 +550,21 @@ class FunctionAnalyzer:
         key = None
 
         def mk(model, getter, fw, maybe_none=False, locked=False):
-            nonlocal key
             key = code_of(call)
             key = re.sub(r"\.(select_for_update|with_for_update)\([^()]*\)", "", key)
-            return GetInfo(model, getter or model or name, key, fw, for_update=for_update,
+            session = None
+            if fw == "sqlalchemy":
+                session = ".".join(n for n in names[:-1] if n != "query") or None
+                for n in names:
+                    if "session" in n.lower() or n in self.sessions:
+                        session = n
+                        break
+            if session:
+                key = key.replace(session + ".", "<session>.", 1)
+            info = GetInfo(model, getter or model or name, key, fw, for_update=for_update,
                            locked=locked, maybe_none=maybe_none)
+            info.session = session
+            return info
 
         if term == "fetch_under_lock" or name_matches(name, {"fetch_under_lock"}):
             inner = call.args[0].value if call.args else None
@@ -630,7 +646,8 @@ class FunctionAnalyzer:
         ent = Entity(name, line, tuple(self.stack), source, model=info.model, getter=info.getter,
                      key=info.key, framework=info.framework, for_update=info.for_update,
                      locked_read=info.locked, maybe_none=info.maybe_none,
-                     versioned=bool(info.model and info.model in self.mod.info.versioned))
+                     versioned=bool(info.model and info.model in self.mod.info.versioned),
+                     session=getattr(info, "session", None))
         self.entities[name] = ent
         self.taint.pop(name, None)
         self.params.pop(name, None)
@@ -778,7 +795,8 @@ class FunctionAnalyzer:
                 self.record_get(call, info)
 
         # side effects (TXN107)
-        if name_matches(name, v.side_effects) and not self.is_write_name(term):
+        if name_matches(name, v.side_effects) and not self.is_write_name(term) and \
+                not self.transactional_task(call):
             txn = self.in_txn()
             if txn is not None and (txn.retrying or self.mod.cfg.side_effects_in_any_transaction):
                 line = self.line(call)
@@ -830,7 +848,7 @@ class FunctionAnalyzer:
             self.act(call, f"`{name}()`")
             return
         if term in ("commit", "flush") and recv is not None and self.is_session(recv):
-            self.flush_all(call, verb=f"flushed by `{code_of(func)}()`")
+            self.flush_all(call, verb=f"flushed by `{code_of(func)}()`", session=dotted(recv))
             if term == "commit":
                 self.release_row_locks(self.line(call))
             self.act(call, f"`{code_of(func)}()`")
@@ -880,6 +898,14 @@ class FunctionAnalyzer:
         # calls to functions of this module (resolved after all functions are seen)
         if isinstance(func, cst.Name) or (recv_name is not None):
             self.record_call_site(call, term, recv_name)
+
+    @staticmethod
+    def transactional_task(call: cst.Call) -> bool:
+        for key in ("transactional", "_transactional"):
+            v = kwarg(call, key)
+            if isinstance(v, cst.Name) and v.value == "True":
+                return True
+        return False
 
     def is_write_name(self, term: str) -> bool:
         return term in ("save", "put")
@@ -932,6 +958,7 @@ class FunctionAnalyzer:
         if not relevant:
             return
         ent.had_rmw = True
+        self.check_internal(ent, w_line)
         if ent.source != "param" and ent.getter:
             self.rmw_getters.setdefault(ent.getter, (ent.read_line, w_line))
         stack = tuple(self.stack)
@@ -952,7 +979,6 @@ class FunctionAnalyzer:
         self.reported_write_lines.add(w_line)
         self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
                     and ent.source != "param")
-        self.check_internal(ent, w_line)
 
     def check_internal(self, ent: Entity, w_line: int) -> None:
         """TXN103 in one function: two objects for the same row, both written."""
@@ -961,6 +987,8 @@ class FunctionAnalyzer:
         for other in set(self.entities.values()):
             if other is ent or other.key != ent.key or not other.writes:
                 continue
+            if ent.framework == "sqlalchemy" and ent.session == other.session:
+                continue     # the identity map hands out one object per row and session
             first_write = min(other.writes)
             if other.had_rmw and ent.read_line < first_write < w_line and other.read_line <= w_line:
                 self.report(w_line, "TXN103", (
@@ -970,9 +998,12 @@ class FunctionAnalyzer:
                     f"line {w_line} overwrites that change; read the row once and reuse the object"))
                 return
 
-    def flush_all(self, node: cst.CSTNode, verb: str, line: Optional[int] = None) -> None:
+    def flush_all(self, node: cst.CSTNode, verb: str, line: Optional[int] = None,
+                  session: Optional[str] = None) -> None:
         for ent in list({id(e): e for e in self.entities.values()}.values()):
             if not ent.pending:
+                continue
+            if session and ent.session and session.split(".")[-1] != ent.session.split(".")[-1]:
                 continue
             if ent.framework in ("django", "ndb"):
                 continue
@@ -1117,7 +1148,7 @@ class FunctionAnalyzer:
         for scope in reversed(pushed):
             if scope.kind == "txn" and scope.framework == "sqlalchemy":
                 self.flush_all(node, verb=f"flushed when `{scope.label}` (line {scope.line}) commits",
-                               line=line)
+                               line=line, session=scope.session)
                 self.release_row_locks(line)
             self.stack.remove(scope)
 
@@ -1362,7 +1393,7 @@ class ModuleAnalyzer:
             end = fnode.end_lineno or fnode.lineno
             text = "".join(lines[start - 1:end])
             self.function_names.add(fnode.name)
-            if self.prefilter.function_relevant(text):
+            if fnode.name in self.info.txn_targets or self.prefilter.function_relevant(text):
                 picked.append((fnode, cls, start, text))
         for fnode, cls, start, text in picked:
             self.analyze_function(fnode, cls, start, text)

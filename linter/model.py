@@ -56,6 +56,7 @@ class Entity:
     writes: list = dataclasses.field(default_factory=list)
     released_line: Optional[int] = None
     had_rmw: bool = False
+    session: Optional[str] = None
 
     def relevant(self, kind: str, fields: Optional[set] = None) -> list:
         """The pending mutations that make a write of ``kind`` a read-modify-write."""

@@ -26,6 +26,10 @@ from .codes import Code
 from .config import settings
 from .context import (LeaseLike, RequestScope, Transaction, current_scope, current_transaction,
                       find_lease, held_leases)
+from .context import _leases as _leases_var
+from .context import _scope as _scope_var
+from .context import _transactions as _transactions_var
+from .policies import _cache as _policy_cache
 from .policies import STRICT_DEFAULT, Policy, Protection, policy_of
 from .report import StompingError, Violation, report
 from .sites import Site, user_site, user_trace
@@ -36,6 +40,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Sentinel: "use the transaction of the current context".
 CURRENT: Any = object()
+_MISSING: Any = object()
 
 
 @dataclass(slots=True)
@@ -111,7 +116,6 @@ def single_writer(name: str = "cron") -> Iterator[None]:
 
 # -- reads --------------------------------------------------------------------------
 
-@_guarded
 def record_read(
     entity: Any,
     *,
@@ -126,19 +130,33 @@ def record_read(
     that track transactions themselves (Django, SQLAlchemy) pass their own.
     A ``FOR UPDATE`` read with no transaction is reported as TXN108 whatever the
     model's policy: the row lock is released the moment the statement ends.
+
+    This is the hottest path of the checker (every entity of every query), so it
+    is written flat: no decorator, contextvars read directly.
     """
     if not settings.enabled:
         return
-    scope = current_scope()
+    scope = _scope_var.get()
     if scope is None:
         return
-    txn = current_transaction() if transaction is CURRENT else transaction
-    if for_update and txn is None:
-        _report_lock_outside_transaction(scope, model or type(entity), key)
-    if _policy(model or type(entity)) is None:
-        return
-    stamp = ReadStamp(scope.tick(), txn, held_leases(), user_site(1), for_update)
-    scope.stamps[id(entity)] = (entity, stamp)
+    try:
+        cls = model or type(entity)
+        if transaction is CURRENT:
+            stack = _transactions_var.get()
+            transaction = stack[-1] if stack else None
+        if for_update and transaction is None:
+            _report_lock_outside_transaction(scope, cls, key)
+        policy = _policy_cache.get(cls, _MISSING)
+        if policy is _MISSING:
+            policy = policy_of(cls)
+        if policy is None and not settings.strict:
+            return
+        scope.stamps[id(entity)] = (entity, ReadStamp(
+            next(scope._clock), transaction, _leases_var.get(), user_site(1), for_update))
+    except StompingError:
+        raise
+    except Exception:
+        log.exception("txnsafety: internal error in record_read (the request goes on)")
 
 
 def _report_lock_outside_transaction(scope: RequestScope, model: type, key: Any) -> None:

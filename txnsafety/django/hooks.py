@@ -1,0 +1,360 @@
+"""Where the checker hooks into Django's ORM.  Installed once by the app's ``ready()``.
+
+Reads — ``Model.from_db``
+    Django's documented "customizing model loading" point.  Every instance the ORM
+    builds from a row goes through it: querysets, ``get()``, iteration,
+    ``select_related`` (the related populators call ``from_db`` too),
+    ``prefetch_related``, ``raw()``.  ``post_init`` cannot be used: it fires before
+    ``_state.adding`` / ``_state.db`` are set, so it cannot tell a load from a new
+    object.  The wrapper costs one function call and two checks per instance
+    when the checker is idle; models that override ``from_db`` without calling
+    ``super()`` (the Django docs' own example does that) are wrapped too.
+
+``SELECT ... FOR UPDATE`` — ``ModelIterable.__iter__``
+    An instance does not remember the query that loaded it, so the tag is put on
+    where the queryset is evaluated.  The wrapper looks at
+    ``queryset.query.select_for_update`` once per query and, when it is false
+    (nearly always), hands back Django's own generator untouched: no per-row cost.
+
+``refresh_from_db``
+    Loads through a temporary instance (via ``from_db``).  The wrapper keeps that
+    temporary out of the request's history (no TXN103 double count) and re-stamps
+    the refreshed object itself.  A partial refresh (``fields=``, which is also
+    how deferred fields load) keeps the older stamp: the other fields are as old
+    as the first read.
+
+Writes — the ``pre_save`` signal
+    Public, carries ``update_fields`` and ``raw`` (fixture loading: ignored), and
+    fires before ``save_base`` opens its own atomic block for multi-table
+    inheritance, so the transaction seen is the caller's.  ``save()`` without
+    ``update_fields`` is a whole-row write.  ``asave()`` runs ``save()``.
+
+``QuerySet.bulk_update``
+    Sends no signal: the public method is wrapped; each object is judged as a
+    write of the listed fields, in the caller's transaction (checked before
+    Django opens its own atomic block).  ``QuerySet.update()`` is not hooked: it
+    writes in one statement, and with ``F()`` it is atomic in the database.
+
+Transactions — ``Atomic.__enter__``
+    See :mod:`txnsafety.django.transactions`.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from django.db import DEFAULT_DB_ALIAS, router, transaction as dj_transaction
+from django.db.models import Model
+from django.db.models.query import ModelIterable, QuerySet
+from django.db.models.signals import pre_save
+
+from ..checker import model_name, read_stamp, record_read, record_write
+from ..codes import Code
+from ..config import settings
+from ..context import current_scope
+from ..policies import Policy, policy_of
+from ..report import StompingError, Violation, report
+from ..sites import user_site, user_trace
+from . import transactions as txns
+
+log = logging.getLogger("txnsafety")
+
+_installed = False
+_install_lock = threading.Lock()
+_originals: dict[str, Any] = {}
+_wrapped_from_db: dict[type, Any] = {}
+
+
+# -- helpers -------------------------------------------------------------------------
+
+def _checked(model: type) -> bool:
+    return policy_of(model) is not None or settings.strict
+
+
+def history_model(model: type) -> type:
+    """The class whose name keys the per-row write history (TXN103).
+
+    A proxy and its concrete model are the same table: when the proxy does not
+    declare a policy of its own, both are judged under the concrete model, so two
+    objects for one row loaded through different proxies are still caught.
+    """
+    concrete = model._meta.concrete_model
+    if concrete is not model and concrete is not None and policy_of(concrete) is policy_of(model):
+        return concrete
+    return model
+
+
+def row_key(pk: Any, using: str | None) -> Any:
+    """The key of a row: its primary key, prefixed with the alias off the default database."""
+    if using is None or using == DEFAULT_DB_ALIAS:
+        return pk
+    return f"{using}:{pk}"
+
+
+def _report(code: Code, message: str, model: type, key: Any, *, read_site: Any = None,
+            write_site: Any = None, trace: bool = False) -> None:
+    scope = current_scope()
+    report(Violation(code, message, model_name(model), None if key is None else str(key),
+                     read_site=read_site, write_site=write_site,
+                     trace=user_trace(2) if trace else "",
+                     request_id=scope.id if scope is not None else ""))
+
+
+# -- reads ---------------------------------------------------------------------------
+
+@dataclass
+class _Refresh:
+    temps: list[Any] = field(default_factory=list)
+    for_update: bool = False
+
+
+_refreshing: ContextVar[_Refresh | None] = ContextVar("txnsafety_django_refresh", default=None)
+
+
+def _loaded(cls: type, obj: Any, db: str) -> None:
+    holder = _refreshing.get()
+    if holder is not None:
+        holder.temps.append(obj)
+        return
+    if _checked(cls):
+        record_read(obj, transaction=txns.transaction_for(db))
+
+
+def _wrap_from_db(original: Any) -> classmethod:
+    func = original.__func__
+
+    @functools.wraps(func)
+    def from_db(cls: type, db: str, field_names: Any, values: Any) -> Any:
+        obj = func(cls, db, field_names, values)
+        if settings.enabled and current_scope() is not None:
+            try:
+                _loaded(cls, obj, db)
+            except StompingError:
+                raise
+            except Exception:  # the checker must never break a query
+                log.exception("txnsafety: internal error while stamping a Django read")
+        return obj
+
+    from_db.__txnsafety_wrapped__ = func  # type: ignore[attr-defined]
+    return classmethod(from_db)
+
+
+def wrap_model_from_db(model: type) -> None:
+    """Wrap ``model.from_db`` if the class overrides it (called for every model at ready)."""
+    own = model.__dict__.get("from_db")
+    if own is None or model in _wrapped_from_db or not isinstance(own, classmethod):
+        return
+    if getattr(own.__func__, "__txnsafety_wrapped__", None) is not None:
+        return
+    _wrapped_from_db[model] = own
+    model.from_db = _wrap_from_db(own)  # type: ignore[attr-defined]
+
+
+def _model_iter(self: ModelIterable) -> Iterator[Any]:
+    if not self.queryset.query.select_for_update or not settings.enabled or current_scope() is None:
+        return _originals["ModelIterable.__iter__"](self)
+    return _for_update_rows(self, _originals["ModelIterable.__iter__"](self))
+
+
+def _for_update_rows(iterable: ModelIterable, rows: Iterator[Any]) -> Iterator[Any]:
+    queryset = iterable.queryset
+    txn = txns.transaction_for(queryset.db)
+    if txn is None:
+        # Reported before Django runs the query: on PostgreSQL/MySQL/Oracle Django
+        # then raises TransactionManagementError itself; on SQLite (no FOR UPDATE)
+        # and inside TestCase's own atomic block it would silently go on.
+        _report(Code.TXN108, "select_for_update() evaluated outside any transaction: the row lock ends "
+                "with the statement (Django raises TransactionManagementError here on databases that "
+                "support FOR UPDATE; on SQLite or inside TestCase it silently protects nothing)",
+                queryset.model, None, read_site=user_site(1))
+    scope = current_scope()
+    holder = _refreshing.get()
+    for obj in rows:
+        if txn is not None and scope is not None:
+            entry = scope.stamps.get(id(obj))
+            if entry is not None:
+                entry[1].for_update = True
+            elif holder is not None and any(t is obj for t in holder.temps):
+                holder.for_update = True
+        yield obj
+
+
+def _refresh_from_db(self: Model, *args: Any, **kwargs: Any) -> Any:
+    original = _originals["Model.refresh_from_db"]
+    if not settings.enabled or current_scope() is None:
+        return original(self, *args, **kwargs)
+    fields = kwargs.get("fields", args[1] if len(args) > 1 else None)
+    holder = _Refresh()
+    token = _refreshing.set(holder)
+    try:
+        result = original(self, *args, **kwargs)
+    finally:
+        _refreshing.reset(token)
+    cls = type(self)
+    if _checked(cls) and (fields is None or read_stamp(self) is None):
+        record_read(self, transaction=txns.transaction_for(self._state.db), for_update=holder.for_update)
+    return result
+
+
+# -- writes --------------------------------------------------------------------------
+
+_versioned_write: ContextVar[bool] = ContextVar("txnsafety_django_versioned", default=False)
+
+
+def _field_names(model: type, fields: Iterable[Any] | None) -> frozenset[str] | None:
+    if fields is None:
+        return None
+    meta = model._meta
+    names = set()
+    for name in fields:
+        name = getattr(name, "name", name)  # bulk_update also accepts Field objects in some versions
+        try:
+            names.add(meta.get_field(name).name)
+        except Exception:
+            names.add(str(name))
+    return frozenset(names)
+
+
+def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, *,
+                created: bool | None = None, versioned: bool = False) -> None:
+    """Judge a write of ``instance`` on database ``using`` (``fields`` None: whole row)."""
+    cls = type(instance)
+    policy = policy_of(cls)
+    if policy is None and not settings.strict:
+        return
+    using = using or instance._state.db or DEFAULT_DB_ALIAS
+    if created is None:
+        created = bool(instance._state.adding)
+    txn = txns.transaction_for(using)
+    key = row_key(instance.pk, using)
+    if policy is not None and policy.versioned_field and not versioned and not created:
+        _check_unversioned_write(instance, policy, key, txn)
+    record_write(instance, model=history_model(cls), key=key, fields=_field_names(cls, fields),
+                 created=created, transaction=txn, versioned=versioned)
+
+
+def _check_unversioned_write(instance: Any, policy: Policy, key: Any, txn: Any) -> None:
+    """A ``@versioned`` model written by a plain ``save()``: Django's save is never conditional.
+
+    Not reported when the write is made safe another way (same transaction that
+    prevents lost updates, or a FOR UPDATE read), or when the version field is
+    django-concurrency's (whose ``save()`` is conditional).
+    """
+    if _versioned_write.get():
+        return
+    stamp = read_stamp(instance)
+    if stamp is None:
+        return
+    field_obj = _version_field(type(instance), policy.versioned_field or "version")
+    if field_obj is not None and type(field_obj).__module__.split(".")[0] == "concurrency":
+        return
+    read_txn = stamp.transaction
+    if (read_txn is not None and txn is not None and read_txn.root_id == txn.root_id
+            and (txn.prevents_lost_update or stamp.for_update)):
+        return
+    _report(Code.TXN110, f"model is declared @versioned({policy.versioned_field!r}) but this save() is not "
+            "conditional on the version: use txnsafety.django.versioned_save() (or a filtered "
+            "update on the version column)", type(instance), key, read_site=stamp.site,
+            write_site=user_site(1), trace=True)
+
+
+def _version_field(model: type, name: str) -> Any:
+    try:
+        return model._meta.get_field(name)
+    except Exception:
+        return None
+
+
+def _pre_save(sender: type, instance: Any, raw: bool = False, using: str | None = None,
+              update_fields: Any = None, **kwargs: Any) -> None:
+    if raw or not settings.enabled or current_scope() is None:
+        return
+    judge_write(instance, using, update_fields)
+
+
+def _bulk_update(self: QuerySet, objs: Any, fields: Any, batch_size: Any = None) -> Any:
+    original = _originals["QuerySet.bulk_update"]
+    if settings.enabled and current_scope() is not None and _checked(self.model):
+        objs = tuple(objs)
+        using = self._db or router.db_for_write(self.model)
+        for obj in objs:
+            judge_write(obj, using, fields, created=False)
+    return original(self, objs, fields, batch_size=batch_size)
+
+
+_bulk_update.alters_data = True  # type: ignore[attr-defined]
+
+
+# -- transactions ------------------------------------------------------------------------
+
+def _atomic_enter(self: Any) -> None:
+    _originals["Atomic.__enter__"](self)
+    if self._from_testcase:
+        return
+    conn = dj_transaction.get_connection(self.using)
+    blocks = conn.atomic_blocks
+    last = len(blocks) - 1
+    for index, block in enumerate(blocks):
+        if not block._from_testcase:
+            if index == last:  # self is the first non-TestCase block: a new root transaction
+                txns.new_root_began(conn)
+            return
+
+
+# -- install -------------------------------------------------------------------------------
+
+def install() -> None:
+    """Install the hooks (idempotent).  The app's ``ready()`` calls it."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        _originals["Model.from_db"] = Model.__dict__["from_db"]
+        _originals["ModelIterable.__iter__"] = ModelIterable.__iter__
+        _originals["Model.refresh_from_db"] = Model.refresh_from_db
+        _originals["QuerySet.bulk_update"] = QuerySet.bulk_update
+        _originals["Atomic.__enter__"] = dj_transaction.Atomic.__enter__
+        Model.from_db = _wrap_from_db(Model.__dict__["from_db"])  # type: ignore[method-assign]
+        ModelIterable.__iter__ = _model_iter  # type: ignore[method-assign]
+        functools.update_wrapper(_refresh_from_db, _originals["Model.refresh_from_db"])
+        Model.refresh_from_db = _refresh_from_db  # type: ignore[method-assign]
+        functools.update_wrapper(_bulk_update, _originals["QuerySet.bulk_update"])
+        QuerySet.bulk_update = _bulk_update  # type: ignore[method-assign]
+        dj_transaction.Atomic.__enter__ = _atomic_enter  # type: ignore[method-assign]
+        pre_save.connect(_pre_save, dispatch_uid="txnsafety.django.pre_save", weak=False)
+        _installed = True
+
+
+def wrap_overridden_from_db(models: Iterable[type]) -> None:
+    for model in models:
+        for klass in model.__mro__:
+            if klass is Model:
+                break
+            if isinstance(klass, type) and issubclass(klass, Model):
+                wrap_model_from_db(klass)
+
+
+def uninstall() -> None:
+    """Remove the hooks (tests of the hooks themselves; not needed in applications)."""
+    global _installed
+    with _install_lock:
+        if not _installed:
+            return
+        Model.from_db = _originals["Model.from_db"]  # type: ignore[method-assign]
+        ModelIterable.__iter__ = _originals["ModelIterable.__iter__"]  # type: ignore[method-assign]
+        Model.refresh_from_db = _originals["Model.refresh_from_db"]  # type: ignore[method-assign]
+        QuerySet.bulk_update = _originals["QuerySet.bulk_update"]  # type: ignore[method-assign]
+        dj_transaction.Atomic.__enter__ = _originals["Atomic.__enter__"]  # type: ignore[method-assign]
+        for model, own in _wrapped_from_db.items():
+            model.from_db = own  # type: ignore[attr-defined]
+        _wrapped_from_db.clear()
+        pre_save.disconnect(dispatch_uid="txnsafety.django.pre_save")
+        _installed = False
+
+
+def installed() -> bool:
+    return _installed

@@ -1,0 +1,84 @@
+"""Django middleware: one checker scope per request, sync and async.
+
+``MIDDLEWARE = ["txnsafety.django.middleware.TxnSafetyMiddleware", ...]`` —
+put it first, so that everything the other middleware reads and writes is
+checked too.  Under ASGI it runs natively async (no thread hop); under WSGI it
+is a plain callable.  The scope is a context variable: ``sync_to_async`` hops,
+the async ORM (``aget``, ``asave``) and tasks spawned by the view see it.
+
+A streaming response's body runs after the view returns, outside the scope:
+reads and writes made while streaming are not checked.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+
+from ..config import settings
+from ..context import RequestScope, close_scope, open_scope
+
+log = logging.getLogger("txnsafety")
+
+
+class TxnSafetyMiddleware:
+    """Open a :class:`~txnsafety.context.RequestScope` for each request."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[Any], Any]) -> None:
+        if get_response is None:
+            raise ValueError("TxnSafetyMiddleware needs get_response")
+        self.get_response = get_response
+        self.async_mode = iscoroutinefunction(get_response)
+        if self.async_mode:
+            markcoroutinefunction(self)
+        from . import hooks
+        hooks.install()  # works even when the app is not in INSTALLED_APPS
+
+    def __call__(self, request: Any) -> Any:
+        if self.async_mode:
+            return self.__acall__(request)
+        opened = _open(request)
+        if opened is None:
+            return self.get_response(request)
+        scope, token = opened
+        try:
+            return self.get_response(request)
+        finally:
+            _close(scope, token)
+
+    async def __acall__(self, request: Any) -> Any:
+        opened = _open(request)
+        if opened is None:
+            return await self.get_response(request)
+        scope, token = opened
+        try:
+            return await self.get_response(request)
+        finally:
+            _close(scope, token)
+
+
+def _open(request: Any) -> tuple[RequestScope, Any] | None:
+    if not settings.enabled:
+        return None
+    try:
+        path = request.path_info or "/"
+        if settings.priority_rule is not None:
+            headers = {k.lower(): v for k, v in request.headers.items()}
+        else:  # the default rule reads one header: do not build the whole mapping
+            headers = {"x-txnsafety-priority": request.META.get("HTTP_X_TXNSAFETY_PRIORITY", "")}
+        scope = RequestScope(name=f"{request.method} {path}", priority=settings.priority_for(path, headers))
+        return scope, open_scope(scope)
+    except Exception:
+        log.exception("txnsafety: could not open a scope for this request; it runs unchecked")
+        return None
+
+
+def _close(scope: RequestScope, token: Any) -> None:
+    try:
+        close_scope(scope, token)
+    except Exception:
+        log.exception("txnsafety: error while closing request %s", scope.id)

@@ -1,0 +1,291 @@
+"""``memcached://host:port``: atomic ``add``, owner-only delete/extend via meta commands.
+
+Why meta commands: the classic protocol's ``delete`` cannot compare anything,
+so "GET, compare token, DELETE" (sherlock's release) can delete the *next*
+holder's lock.  With meta commands the release is ``mg <key> v c`` (value and
+CAS) then ``md <key> C<cas>``: the delete only happens if nobody wrote the key
+in between; extend is ``ms <key> C<cas> T<ttl>`` the same way.
+
+* Acquire: ``ms <key> ME`` (add mode, stores only if absent) with a TTL.
+  memcached's TTL has one-second precision, so the TTL is the lease rounded up
+  plus one second and the local deadline stays ``start + lease``: the server
+  never ends a lease before the holder thinks it has.
+* Fence: ``ma <key>:f N0 J<now in microseconds>`` (auto-created counter).  If the
+  counter is evicted it restarts from the current time in microseconds, which
+  is above every fence handed out before: fences keep growing.
+* Eviction: a lock evicted early is found missing by ``ensure_held(check_backend=True)``,
+  ``extend()`` and release, which mark the lease LOST (release reports TXN104).
+* Waiting: memcached has no notifications, so waiters retry with bounded
+  exponential backoff (2 ms doubling up to ``max_backoff``, default 50 ms, with
+  jitter).  Interactive waiters count themselves in a per-lock counter (``ma``,
+  2 s TTL refreshed while they wait, so a crashed waiter is forgotten) and batch
+  acquirers do not try while it is above zero: batch never starves interactive.
+  Arrival order among interactive waiters is not guaranteed on this backend.
+* Keys: printable ASCII keys up to 180 bytes are used as they are; anything else
+  (spaces, control characters, non-ASCII, empty, long) is replaced by its SHA-256
+  under a different prefix, so no two lock ids share a memcached key.
+
+URL query options: ``prefix`` (default ``txnsafety``), ``max_backoff`` (seconds),
+``timeout`` (socket timeout, default 2 s).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit
+
+from ..context import Priority
+from .backend import AcquireRequest, Backend, Grant
+from .errors import BackendUnavailable, LockTimeout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lease import Lease
+
+MARKER_TTL = 2
+
+
+class ProtocolError(Exception):
+    pass
+
+
+class _Conn:
+    """One text-protocol connection (meta commands)."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = self.sock.makefile("rb")
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def line(self) -> list[bytes]:
+        raw = self.reader.readline()
+        if not raw.endswith(b"\r\n"):
+            raise ConnectionError("memcached closed the connection")
+        parts = raw[:-2].split()
+        if not parts or parts[0] in (b"ERROR", b"CLIENT_ERROR", b"SERVER_ERROR"):
+            raise ProtocolError(raw[:-2].decode("ascii", "replace"))
+        return parts
+
+    def value(self) -> tuple[list[bytes], bytes | None]:
+        """Read an ``mg``/``ma`` reply: (header, data or None on a miss)."""
+        head = self.line()
+        if head[0] != b"VA":
+            return head, None
+        size = int(head[1])
+        data = self.reader.read(size + 2)
+        return head, data[:-2]
+
+    def close(self) -> None:
+        try:
+            self.reader.close()
+            self.sock.close()
+        except OSError:  # pragma: no cover
+            pass
+
+
+def _flag(head: list[bytes], letter: bytes) -> bytes | None:
+    for part in head[1:]:
+        if part[:1] == letter:
+            return part[1:]
+    return None
+
+
+class MemcachedBackend(Backend):
+    """See the module docstring."""
+
+    scheme = "memcached"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 11211
+        self.prefix = query.get("prefix", "txnsafety")
+        if not self.prefix or len(self.prefix) > 40 or not all(33 <= ord(c) <= 126 for c in self.prefix):
+            raise ValueError("txnsafety: memcached prefix must be 1-40 printable ASCII characters")
+        self.max_backoff = float(query.get("max_backoff", "0.05"))
+        self.timeout = float(query.get("timeout", "2"))
+        self._local = threading.local()
+        self._all: list[_Conn] = []
+        self._mutex = threading.Lock()
+        self._waiting: dict[str, int] = {}
+
+    # -- keys -------------------------------------------------------------------------
+    def safe_key(self, backend_key: str) -> str:
+        """The memcached key for a lock key: as is when safe, else its SHA-256."""
+        raw = backend_key.encode("utf-8", "surrogatepass")
+        if raw and len(raw) <= 180 and all(33 <= b <= 126 for b in raw):
+            return f"{self.prefix}:k:{backend_key}"
+        return f"{self.prefix}:h:{hashlib.sha256(raw).hexdigest()}"
+
+    # -- connection -------------------------------------------------------------------
+    def _conn(self) -> _Conn:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _Conn(self.host, self.port, self.timeout)
+            self._local.conn = conn
+            with self._mutex:
+                self._all.append(conn)
+        return conn
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
+
+    def _fail(self, key: str, exc: BaseException) -> BackendUnavailable:
+        self._drop()
+        return BackendUnavailable(key, self.name, exc)
+
+    # -- commands ---------------------------------------------------------------------
+    def _get(self, conn: _Conn, mkey: str) -> tuple[list[bytes], bytes | None]:
+        conn.send(f"mg {mkey} v c t\r\n".encode())
+        return conn.value()
+
+    @staticmethod
+    def _parse(data: bytes) -> tuple[str, int, str]:
+        token, fence, owner = data.decode("utf-8", "replace").split(" ", 2)
+        return token, int(fence), owner
+
+    # -- blocking -------------------------------------------------------------------------
+    def acquire(self, req: AcquireRequest) -> Grant:
+        mkey = self.safe_key(req.backend_key)
+        fkey, ikey = mkey + ":f", mkey + ":i"
+        ttl = math.ceil(req.lease_seconds) + 1
+        batch = req.priority is Priority.BATCH
+        t0 = time.monotonic()
+        until = t0 + req.wait_timeout
+        delay = 0.002
+        waited_on: str | None = None
+        registered = False     # counted in this process's waiter count
+        counted = False        # counted in the server's interactive-waiter counter
+        conn: _Conn | None = None
+        try:
+            conn = self._conn()
+            while True:
+                # One round trip: the interactive-waiter counter (batch reads it,
+                # a waiting interactive keeps it alive) and a fresh fence.
+                if batch:
+                    marker = f"mg {ikey} v\r\n"
+                elif registered:
+                    # first time +1; afterwards +0, which only refreshes the TTL
+                    # (and re-creates it at 1 if it expired meanwhile)
+                    marker = f"ma {ikey} N{MARKER_TTL} J1 T{MARKER_TTL} D{0 if counted else 1} v\r\n"
+                    counted = True
+                else:
+                    marker = ""
+                conn.send(f"{marker}ma {fkey} N0 J{time.time_ns() // 1000} v\r\n".encode())
+                blocked = False
+                if marker:
+                    _, mdata = conn.value()
+                    blocked = batch and mdata is not None and int(mdata or b"0") > 0
+                _, fence_raw = conn.value()
+                if fence_raw is None:
+                    raise ProtocolError("fence counter not returned")
+                fence = int(fence_raw)
+                start = time.monotonic()
+                if not blocked:
+                    data = f"{req.token} {fence} {req.owner}".encode()
+                    conn.send(f"ms {mkey} {len(data)} T{ttl} ME\r\n".encode() + data + b"\r\n")
+                    if conn.line()[0] == b"HD":
+                        return Grant(fence, start=start, waited=start - t0, waited_on=waited_on)
+                if waited_on is None:
+                    head, data = self._get(conn, mkey)
+                    if data is not None:
+                        waited_on = self._parse(data)[2]
+                now = time.monotonic()
+                if now >= until:
+                    head, data = self._get(conn, mkey)
+                    holder = self._parse(data)[2] if data is not None else None
+                    left = float(_flag(head, b"t") or b"-1") if data is not None else None
+                    raise LockTimeout(req.key, req.wait_timeout, holder, left)
+                if not registered:
+                    registered = True
+                    self._count(req.backend_key, +1)
+                    if not batch:
+                        continue  # register as an interactive waiter right away
+                time.sleep(min(delay * (0.5 + random.random()), until - now))
+                delay = min(delay * 2, self.max_backoff)
+        except (OSError, ProtocolError, ValueError) as exc:
+            counted = False
+            raise self._fail(req.key, exc) from exc
+        finally:
+            if registered:
+                self._count(req.backend_key, -1)
+            if counted and conn is not None:
+                try:
+                    conn.send(f"ma {ikey} MD v\r\n".encode())
+                    conn.value()
+                except (OSError, ProtocolError):
+                    self._drop()
+
+    def _count(self, bk: str, delta: int) -> None:
+        with self._mutex:
+            n = self._waiting.get(bk, 0) + delta
+            if n:
+                self._waiting[bk] = n
+            else:
+                self._waiting.pop(bk, None)
+
+    def waiting(self, backend_key: str) -> int:
+        """Waiters for ``backend_key`` in *this process* (memcached cannot tell more)."""
+        with self._mutex:
+            return self._waiting.get(backend_key, 0)
+
+    def _owned(self, conn: _Conn, mkey: str, token: str) -> tuple[bytes, bytes] | None:
+        head, data = self._get(conn, mkey)
+        if data is None or self._parse(data)[0] != token:
+            return None
+        return _flag(head, b"c") or b"0", data
+
+    def release(self, lease: "Lease") -> bool:
+        mkey = self.safe_key(lease.backend_key)
+        try:
+            conn = self._conn()
+            owned = self._owned(conn, mkey, lease.token)
+            if owned is None:
+                return False
+            conn.send(f"md {mkey} C{owned[0].decode()}\r\n".encode())
+            return conn.line()[0] == b"HD"
+        except (OSError, ProtocolError, ValueError) as exc:
+            raise self._fail(lease.key, exc) from exc
+
+    def extend(self, lease: "Lease", seconds: float) -> bool:
+        mkey = self.safe_key(lease.backend_key)
+        try:
+            conn = self._conn()
+            owned = self._owned(conn, mkey, lease.token)
+            if owned is None:
+                return False
+            cas, data = owned
+            ttl = math.ceil(seconds) + 1
+            conn.send(f"ms {mkey} {len(data)} C{cas.decode()} T{ttl}\r\n".encode() + data + b"\r\n")
+            return conn.line()[0] == b"HD"
+        except (OSError, ProtocolError, ValueError) as exc:
+            raise self._fail(lease.key, exc) from exc
+
+    def is_held(self, lease: "Lease") -> bool:
+        try:
+            return self._owned(self._conn(), self.safe_key(lease.backend_key), lease.token) is not None
+        except (OSError, ProtocolError, ValueError) as exc:
+            raise self._fail(lease.key, exc) from exc
+
+    def holder(self, backend_key: str) -> str | None:
+        _, data = self._get(self._conn(), self.safe_key(backend_key))
+        return self._parse(data)[2] if data is not None else None
+
+    def close(self) -> None:
+        with self._mutex:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()

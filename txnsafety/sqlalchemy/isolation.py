@@ -1,0 +1,155 @@
+"""Does a SQLAlchemy connection's transaction prevent lost updates?
+
+The verdict is computed once per root transaction (in ``after_begin``), from the
+connection the Session begins:
+
+* ``AUTOCOMMIT`` (engine-, connection- or session-level) means **no transaction**:
+  every statement commits on its own, a ``FOR UPDATE`` lock ends with the statement.
+* PostgreSQL ``REPEATABLE READ`` / ``SERIALIZABLE``, SQL Server ``SNAPSHOT`` /
+  ``SERIALIZABLE``, and ``SERIALIZABLE`` anywhere prevent lost updates (the
+  database raises a serialization error instead); ``READ COMMITTED`` and MySQL's
+  ``REPEATABLE READ`` do not (Hermitage, P4).
+* SQLite serializes writers, **but only when the transaction really began**.  The
+  ``sqlite3`` driver in its default (legacy) mode sends no ``BEGIN`` until the
+  first INSERT/UPDATE/DELETE, so the SELECTs of a Session run outside any
+  database transaction and two requests can both read, both write, and lose an
+  update.  We detect that by asking the driver whether it is in a transaction
+  right after the Session began one (``sqlite3.Connection.in_transaction``).
+  :func:`sqlite_transactions` applies SQLAlchemy's documented recipe (driver
+  autocommit + our own ``BEGIN``), after which SQLite is truly serializable.
+
+The actual isolation level is asked of the database once per pooled DBAPI
+connection (``Connection.get_isolation_level()`` is a live query) and cached in
+the pool record's ``info``; a per-connection ``isolation_level`` execution option
+wins without a query.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import event
+
+__all__ = ["Verdict", "verdict_for", "sqlite_transactions"]
+
+_LEVEL_KEY = "txnsafety.isolation_level"
+
+#: Isolation levels that prevent lost updates, per dialect name.
+_PREVENTING: dict[str, frozenset[str]] = {
+    "postgresql": frozenset({"REPEATABLE READ", "SERIALIZABLE"}),
+    "mssql": frozenset({"SNAPSHOT", "SERIALIZABLE"}),
+    "mysql": frozenset({"SERIALIZABLE"}),
+    "mariadb": frozenset({"SERIALIZABLE"}),
+    "oracle": frozenset({"SERIALIZABLE"}),
+}
+_DEFAULT_PREVENTING = frozenset({"SERIALIZABLE"})
+
+#: Dialects whose compiler renders nothing for ``with_for_update()``.
+IGNORES_FOR_UPDATE = frozenset({"sqlite"})
+
+SQLITE_DEFERRED = ("SQLite with deferred BEGIN (the sqlite3 driver's legacy mode sends no BEGIN before "
+                   "the first write, so reads run outside the transaction)")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a connection's transaction protects."""
+
+    transactional: bool          # False: AUTOCOMMIT, no transaction holds anything
+    isolation: str
+    prevents_lost_update: bool
+    dialect: str
+    database: str
+
+
+def _normalize(level: Any) -> str:
+    return str(level).upper().replace("_", " ").strip()
+
+
+def _autocommit(connection: Any) -> bool:
+    dbapi = connection.connection.dbapi_connection
+    detect = getattr(connection.dialect, "detect_autocommit_setting", None)
+    if detect is not None:
+        try:
+            return bool(detect(dbapi))
+        except NotImplementedError:
+            pass
+    flag = getattr(dbapi, "autocommit", None)
+    return flag if isinstance(flag, bool) else False
+
+
+def _sqlite_driver_autocommit(connection: Any) -> bool:
+    pooled = connection.connection
+    for candidate in (pooled.dbapi_connection, getattr(pooled, "driver_connection", None)):
+        if candidate is not None and hasattr(candidate, "isolation_level"):
+            return candidate.isolation_level is None
+    return False
+
+
+def _sqlite_in_transaction(connection: Any) -> bool | None:
+    pooled = connection.connection
+    for candidate in (pooled.dbapi_connection, getattr(pooled, "driver_connection", None)):
+        flag = getattr(candidate, "in_transaction", None)
+        if isinstance(flag, bool):
+            return flag
+    return None
+
+
+def _actual_level(connection: Any) -> str:
+    info = connection.connection.info
+    level = info.get(_LEVEL_KEY)
+    if level is None:
+        try:
+            level = _normalize(connection.get_isolation_level())
+        except Exception:  # a dialect that cannot tell: assume its default
+            level = _normalize(connection.default_isolation_level or "READ COMMITTED")
+        info[_LEVEL_KEY] = level
+    return level
+
+
+def verdict_for(connection: Any) -> Verdict:
+    """The verdict for the transaction ``connection`` has just begun."""
+    dialect = connection.dialect.name
+    url = connection.engine.url
+    database = f"{dialect}:{url.database or ''}"
+    option = connection.get_execution_options().get("isolation_level")
+    option = _normalize(option) if option is not None else None
+    if option == "AUTOCOMMIT":
+        return Verdict(False, "AUTOCOMMIT", False, dialect, database)
+    if dialect == "sqlite":
+        # The sqlite3 driver's own flags do not tell "autocommit" from "our BEGIN
+        # recipe": ask whether a transaction is really open now, after BEGIN.
+        if _sqlite_in_transaction(connection) is not False:
+            return Verdict(True, "SQLite SERIALIZABLE", True, dialect, database)
+        if _sqlite_driver_autocommit(connection):
+            return Verdict(False, "AUTOCOMMIT", False, dialect, database)
+        return Verdict(True, SQLITE_DEFERRED, False, dialect, database)
+    if _autocommit(connection):
+        return Verdict(False, "AUTOCOMMIT", False, dialect, database)
+    level = option or _actual_level(connection)
+    return Verdict(True, level, level in _PREVENTING.get(dialect, _DEFAULT_PREVENTING), dialect, database)
+
+
+def sqlite_transactions(engine: Any, begin: str = "BEGIN") -> Any:
+    """Make a SQLite engine's Session transactions real database transactions.
+
+    SQLAlchemy's documented recipe for the ``sqlite3`` / ``aiosqlite`` drivers: put the
+    driver in autocommit mode and emit ``BEGIN`` (or ``BEGIN IMMEDIATE``) ourselves
+    when SQLAlchemy begins a transaction.  Without it the SELECTs of a transaction
+    run before the driver's implicit BEGIN and a read-modify-write can lose an
+    update (TXN109).  Accepts an ``Engine`` or an ``AsyncEngine``; returns it.
+    """
+    sync_engine = getattr(engine, "sync_engine", engine)
+    if sync_engine.dialect.name != "sqlite":
+        raise ValueError(f"sqlite_transactions() needs a SQLite engine, not {sync_engine.dialect.name}")
+
+    @event.listens_for(sync_engine, "connect")
+    def _driver_autocommit(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(sync_engine, "begin")
+    def _begin(conn: Any) -> None:
+        if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+            conn.exec_driver_sql(begin)
+
+    return engine

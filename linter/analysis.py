@@ -554,8 +554,7 @@ class FunctionAnalyzer:
             key = re.sub(r"\.(select_for_update|with_for_update)\([^()]*\)", "", key)
             session = None
             if fw == "sqlalchemy":
-                session = ".".join(n for n in names[:-1] if n != "query") or None
-                for n in names:
+                for n in names[:-1]:
                     if "session" in n.lower() or n in self.sessions:
                         session = n
                         break

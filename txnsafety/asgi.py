@@ -13,7 +13,8 @@ from typing import Any, Awaitable, Callable, MutableMapping
 from asgiref.compatibility import guarantee_single_callable
 
 from .config import settings
-from .context import RequestScope, close_scope, open_scope
+from .context import RequestScope
+from .scopes import close_request, open_request
 
 log = logging.getLogger("txnsafety")
 
@@ -39,24 +40,14 @@ class TxnSafetyASGIMiddleware:
         try:
             await self.app(scope, receive, send)
         finally:
-            try:
-                close_scope(request_scope, token)
-            except Exception:
-                log.exception("txnsafety: error while closing request %s", request_scope.id)
+            close_request(request_scope, token)
 
 
 def _open(scope: Scope) -> tuple[RequestScope, Any] | None:
     try:
-        path = scope.get("path") or "/"
-        if not isinstance(path, str):
-            raise TypeError(f"ASGI scope 'path' must be str, got {type(path).__name__}")
-        headers: dict[str, str] = {}
-        for pair in scope.get("headers") or ():
-            name, value = pair
-            headers[bytes(name).decode("latin-1").lower()] = bytes(value).decode("latin-1")
-        request_scope = RequestScope(name=f"{scope.get('method', '?')} {path}",
-                                     priority=settings.priority_for(path, headers))
-        return request_scope, open_scope(request_scope)
+        headers = {bytes(name).decode("latin-1").lower(): bytes(value).decode("latin-1")
+                   for name, value in scope.get("headers") or ()}
     except Exception:
-        log.exception("txnsafety: could not open a scope for this ASGI request; it runs unchecked")
+        log.exception("txnsafety: could not read this ASGI request's headers; it runs unchecked")
         return None
+    return open_request(str(scope.get("method", "?")), scope.get("path") or "/", headers)

@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterable, Iterator
 from webob import Request
 
 from .config import settings
-from .context import RequestScope, close_scope, open_scope
+from .context import RequestScope
+from .scopes import close_request, open_request
 
 log = logging.getLogger("txnsafety")
 
@@ -36,7 +37,7 @@ class TxnSafetyMiddleware:
         try:
             result = self.app(environ, start_response)
         except BaseException:
-            _close(scope, token)
+            close_request(scope, token)
             raise
         return _ClosingBody(result, scope, token)
 
@@ -47,21 +48,12 @@ def _open(environ: dict) -> tuple[RequestScope, Any] | None:
         return None
     try:
         request = Request(environ)
-        path = request.path_info or "/"
+        path, method = request.path_info or "/", request.method
         headers = {k.lower(): v for k, v in request.headers.items()}
-        scope = RequestScope(name=f"{request.method} {path}",
-                             priority=settings.priority_for(path, headers))
-        return scope, open_scope(scope)
     except Exception:
-        log.exception("txnsafety: could not open a scope for this request; it runs unchecked")
+        log.exception("txnsafety: could not read this WSGI request; it runs unchecked")
         return None
-
-
-def _close(scope: RequestScope, token: Any) -> None:
-    try:
-        close_scope(scope, token)
-    except Exception:
-        log.exception("txnsafety: error while closing request %s", scope.id)
+    return open_request(method, path, headers)
 
 
 class _ClosingBody:
@@ -85,4 +77,4 @@ class _ClosingBody:
             if close is not None:
                 close()
         finally:
-            _close(self._scope, self._token)
+            close_request(self._scope, self._token)

@@ -1,0 +1,42 @@
+"""Opening and closing a request's checker scope, shared by every middleware.
+
+WSGI, ASGI and Django middleware differ only in how they read the method, path
+and headers; what a request scope is, how its lock priority is chosen and how a
+failure to open one is handled (logged; the request runs unchecked) lives here.
+"""
+from __future__ import annotations
+
+import logging
+from contextvars import Token
+from typing import Mapping
+
+from .config import settings
+from .context import RequestScope, close_scope, open_scope
+
+log = logging.getLogger("txnsafety")
+
+
+def open_request(method: str, path: str, headers: Mapping[str, str]) -> tuple[RequestScope, Token] | None:
+    """Open and make current the scope of one HTTP request.
+
+    ``headers`` has lower-case names.  Returns None (after logging why) when the
+    checker is off or the request cannot be read: the request must still run.
+    """
+    if not settings.enabled:
+        return None
+    try:
+        if not isinstance(path, str):
+            raise TypeError(f"request path must be str, got {type(path).__name__}")
+        scope = RequestScope(name=f"{method} {path}", priority=settings.priority_for(path, headers))
+        return scope, open_scope(scope)
+    except Exception:
+        log.exception("txnsafety: could not open a scope for this request; it runs unchecked")
+        return None
+
+
+def close_request(scope: RequestScope, token: Token | None) -> None:
+    """Close the scope (running its cleanups, e.g. releasing locks).  Never raises."""
+    try:
+        close_scope(scope, token)
+    except Exception:
+        log.exception("txnsafety: error while closing request %s", scope.id)

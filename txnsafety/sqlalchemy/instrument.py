@@ -1,0 +1,381 @@
+"""SQLAlchemy 2.x integration: Session events feed the checker.
+
+``instrument(target)`` listens on a ``Session``, ``sessionmaker``,
+``scoped_session``, ``AsyncSession``, ``async_sessionmaker`` or a Flask-SQLAlchemy
+extension.  What happens then:
+
+* **Transactions.**  Every *root* ``SessionTransaction`` gets its own
+  :class:`txnsafety.Transaction`, minted when the Session begins it
+  (``after_transaction_create`` marks the root, ``after_begin`` computes the
+  isolation verdict from the connection, :mod:`.isolation`).  Savepoints and the
+  internal subtransactions of a flush share the root.  A root that runs on an
+  ``AUTOCOMMIT`` connection is **no transaction** (``None``): its reads and
+  writes are outside any transaction (TXN101/TXN102, TXN108 for FOR UPDATE).
+* **Reads.**  ``InstanceEvents.load`` (first load of a row) and ``refresh``
+  (expired attributes, ``populate_existing``, ``Session.refresh``; only a refresh
+  of every column re-stamps the object, a partial one leaves older values in it)
+  call :func:`txnsafety.record_read` with the root's transaction and whether the
+  statement was ``FOR UPDATE``.
+* **Identity-map trap.**  A ``FOR UPDATE`` re-read (``with_for_update()``,
+  ``Session.get(..., with_for_update=True)``) of an object already in the Session
+  locks the row but does not refresh the object.  ``do_orm_execute`` notices the
+  rows such a statement returned without (re)loading them and marks those
+  objects stale-locked (TXN112 at their write) unless the transaction's snapshot
+  makes them current anyway.
+* **Writes.**  ``MapperEvents.before_update`` (inside the flush, with the
+  connection) calls :func:`txnsafety.record_write` with the changed columns.  A
+  column assigned a SQL expression (``obj.n = Model.n + 1``) is atomic in the
+  database and not a read-modify-write; a mapper with ``version_id_col`` writes
+  conditionally (``versioned=True``).  ``after_insert`` records creations.  Bulk
+  ``update()`` / ``delete()`` statements have no per-object events and are never
+  reported.
+
+Mapper-level listeners are installed once, for all mappers; they do nothing for a
+Session that was not instrumented, and for a class without a policy they return
+after one dictionary look-up (unless ``strict``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
+from sqlalchemy.orm.attributes import instance_state
+from sqlalchemy.sql.elements import ClauseElement
+
+from .. import checker
+from ..config import settings
+from ..context import Transaction, current_scope, new_transaction
+from ..policies import policy_of
+from ..report import StompingError
+from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
+
+__all__ = ["instrument", "is_instrumented", "transaction_of"]
+
+#: Key of our per-Session state in ``Session.info``.
+INFO_KEY = "txnsafety"
+
+
+class SessionState:
+    """What the checker tracks for one Session (kept in ``session.info``)."""
+
+    __slots__ = ("root", "txn", "begun", "autocommit", "ignores_for_update")
+
+    def __init__(self) -> None:
+        self.root: Any = None                 # the root SessionTransaction
+        self.txn: Transaction | None = None   # its checker identity (None: no transaction)
+        self.begun = False                    # a connection joined the root
+        self.autocommit = False
+        self.ignores_for_update = False
+
+    def start(self, root: Any) -> None:
+        self.root, self.txn, self.begun, self.autocommit, self.ignores_for_update = root, None, False, False, False
+
+    def join(self, verdict: Verdict) -> None:
+        """A connection began in the current root: fold its verdict in (weakest wins)."""
+        if verdict.dialect in IGNORES_FOR_UPDATE:
+            self.ignores_for_update = True
+        if not verdict.transactional:
+            self.autocommit, self.txn, self.begun = True, None, True
+            return
+        if self.autocommit:
+            return
+        if self.txn is None:
+            self.txn = new_transaction(isolation=verdict.isolation,
+                                       prevents_lost_update=verdict.prevents_lost_update,
+                                       database=verdict.database, label="sqlalchemy")
+        elif self.txn.prevents_lost_update and not verdict.prevents_lost_update:
+            self.txn = dataclasses.replace(self.txn, isolation=verdict.isolation, prevents_lost_update=False)
+        self.begun = True
+
+
+# -- per-class facts, computed once ------------------------------------------------
+
+class _ClassInfo:
+    __slots__ = ("checked", "versioned", "columns", "loaded_columns")
+
+    def __init__(self, cls: type) -> None:
+        from sqlalchemy import inspect
+        mapper = inspect(cls)
+        self.checked = policy_of(cls) is not None
+        self.versioned = mapper.version_id_col is not None
+        self.columns = tuple(prop.key for prop in mapper.column_attrs)
+        self.loaded_columns = frozenset(prop.key for prop in mapper.column_attrs if not prop.deferred)
+
+
+_classes: dict[type, _ClassInfo] = {}
+
+
+def _info(cls: type) -> _ClassInfo:
+    info = _classes.get(cls)
+    if info is None:
+        info = _classes[cls] = _ClassInfo(cls)
+    return info
+
+
+def _forget_classes() -> None:
+    """Drop cached class facts (policies declared after first use; tests)."""
+    _classes.clear()
+
+
+def _key(state: Any) -> Any:
+    ident = state.key[1] if state.key is not None else state.mapper.primary_key_from_instance(state.obj())
+    return ident[0] if len(ident) == 1 else tuple(ident)
+
+
+def _state_of(session: Session | None) -> SessionState | None:
+    if session is None:
+        return None
+    return session.info.get(INFO_KEY)
+
+
+# -- Session events ------------------------------------------------------------------
+
+def _after_transaction_create(session: Session, transaction: Any) -> None:
+    if transaction.parent is not None:
+        return  # savepoint, or a flush's subtransaction: same root
+    state = session.info.get(INFO_KEY)
+    if state is None:
+        state = session.info[INFO_KEY] = SessionState()
+    state.start(transaction)
+
+
+def _after_transaction_end(session: Session, transaction: Any) -> None:
+    state = session.info.get(INFO_KEY)
+    if state is not None and state.root is transaction:
+        state.start(None)
+
+
+def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
+    state = session.info.get(INFO_KEY)
+    if state is None:  # instrumented after the transaction was created
+        state = session.info[INFO_KEY] = SessionState()
+        state.start(session.get_transaction())
+    try:
+        verdict = verdict_for(connection)
+    except Exception:  # never break the application's transaction
+        checker.log.exception("txnsafety: could not determine the isolation of %r", connection)
+        verdict = Verdict(True, "unknown", False, connection.dialect.name, "")
+    state.join(verdict)
+
+
+def _on_orm_execute(orm_state: Any) -> Any:
+    """FOR UPDATE re-reads of objects already in the identity map (TXN112, TXN108)."""
+    if not orm_state.is_select:
+        return None  # bulk UPDATE/DELETE: atomic in the database, never reported
+    statement = orm_state.statement
+    if getattr(statement, "_for_update_arg", None) is None:  # private; pinned by test_private_api.py
+        return None
+    if orm_state.execution_options.get("populate_existing") or getattr(
+            orm_state.load_options, "_populate_existing", False):  # private fallback; pinned by test
+        return None  # every row is refreshed: the refresh event stamps it FOR UPDATE
+    if orm_state.execution_options.get("yield_per") or orm_state.execution_options.get("stream_results"):
+        return None  # cannot buffer a streamed result
+    scope = current_scope()
+    session_state = orm_state.session.info.get(INFO_KEY)
+    if scope is None or not settings.enabled or session_state is None:
+        return None
+    before = scope.tick()
+    frozen = orm_state.invoke_statement().freeze()
+    try:
+        _check_stale_rows(frozen().all(), before, session_state, scope)
+    except StompingError:
+        raise
+    except Exception:
+        checker.log.exception("txnsafety: internal error while checking a FOR UPDATE read")
+    return frozen()
+
+
+def _check_stale_rows(rows: list[Any], before: int, session_state: SessionState, scope: Any) -> None:
+    seen: set[int] = set()
+    for row in rows:
+        for obj in row:
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            entry = scope.stamps.get(id(obj))
+            if entry is None:
+                if session_state.txn is None:
+                    _stamp(obj, session_state, True)  # TXN108 even for an object read before
+                continue
+            stamp = entry[1]
+            if stamp.tick > before:
+                continue  # (re)loaded by this very statement: fresh
+            txn = session_state.txn
+            if txn is None:
+                _stamp(obj, session_state, True)  # TXN108
+                continue
+            if session_state.ignores_for_update:
+                continue  # no lock was taken: nothing changes
+            same_root = stamp.transaction is not None and stamp.transaction.root_id == txn.root_id
+            if same_root and txn.prevents_lost_update:
+                continue  # the snapshot the object was read from is still the transaction's
+            if same_root:
+                _stamp(obj, session_state, True)  # the row is locked now ...
+            checker.record_stale_lock(obj)         # ... but the object kept the values read before
+
+
+def _stamp(obj: Any, session_state: SessionState, for_update: bool) -> None:
+    state = instance_state(obj)
+    checker.record_read(obj, model=type(obj), key=_key(state), transaction=session_state.txn,
+                        for_update=for_update)
+
+
+# -- Mapper / instance events (installed once, for every mapper) ----------------------
+
+def _on_load(target: Any, context: Any) -> None:
+    cls = target.__class__
+    info = _classes.get(cls) or _info(cls)
+    session_state = _state_of(context.session)
+    if session_state is None:
+        return
+    for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
+    txn = session_state.txn
+    if for_update and txn is not None and session_state.ignores_for_update:
+        for_update = False  # SQLite renders no FOR UPDATE: the read locked nothing
+    if not (info.checked or settings.strict or (for_update and txn is None)):
+        return
+    checker.record_read(target, model=cls, key=_key(instance_state(target)), transaction=txn,
+                        for_update=for_update)
+
+
+def _on_refresh(target: Any, context: Any, attrs: Any) -> None:
+    if attrs is not None:
+        info = _classes.get(target.__class__) or _info(target.__class__)
+        if not info.loaded_columns <= attrs:
+            return  # a partial refresh: the other columns still hold the older read
+    _on_load(target, context)
+
+
+def _before_update(mapper: Any, connection: Any, target: Any) -> None:
+    cls = target.__class__
+    info = _classes.get(cls) or _info(cls)
+    if not (info.checked or settings.strict) or current_scope() is None:
+        return
+    state = instance_state(target)
+    session_state = _state_of(state.session)
+    if session_state is None:
+        return
+    changed: list[str] = []
+    atomic: list[str] = []
+    for key in info.columns:
+        history = state.attrs[key].history
+        if not history.added:
+            continue
+        if isinstance(history.added[0], ClauseElement):
+            atomic.append(key)    # obj.n = Model.n + 1: computed by the database
+        else:
+            changed.append(key)
+    if not changed and not atomic:
+        return  # dirty through a relationship only: no UPDATE of this row's columns
+    versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
+    checker.record_write(target, model=cls, key=_key(state), fields=changed or atomic,
+                         transaction=session_state.txn, versioned=versioned)
+
+
+def _after_insert(mapper: Any, connection: Any, target: Any) -> None:
+    cls = target.__class__
+    info = _classes.get(cls) or _info(cls)
+    if not (info.checked or settings.strict) or current_scope() is None:
+        return
+    state = instance_state(target)
+    session_state = _state_of(state.session)
+    if session_state is None:
+        return
+    checker.record_write(target, model=cls, key=_key(state), created=True, transaction=session_state.txn)
+
+
+_SESSION_EVENTS = (
+    ("after_transaction_create", _after_transaction_create),
+    ("after_transaction_end", _after_transaction_end),
+    ("after_begin", _after_begin),
+    ("do_orm_execute", _on_orm_execute),
+)
+_MAPPER_EVENTS = (
+    ("load", _on_load),
+    ("refresh", _on_refresh),
+    ("before_update", _before_update),
+    ("after_insert", _after_insert),
+)
+_install_lock = threading.Lock()
+_installed = False
+
+
+def _install_mapper_events() -> None:
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        for name, fn in _MAPPER_EVENTS:
+            event.listen(Mapper, name, fn)
+        _installed = True
+
+
+# -- the public call ----------------------------------------------------------------
+
+def _event_target(target: Any) -> Any:
+    """What to attach Session events to, for each kind of thing we accept."""
+    try:
+        from sqlalchemy.ext.asyncio import AsyncSession, async_scoped_session, async_sessionmaker
+    except ImportError:  # pragma: no cover - asyncio extension always ships with SQLAlchemy 2
+        AsyncSession = async_scoped_session = async_sessionmaker = ()  # type: ignore[assignment,misc]
+
+    if isinstance(target, (Session, sessionmaker, scoped_session)):
+        return target
+    if isinstance(target, type) and issubclass(target, Session):
+        return target
+    if AsyncSession and isinstance(target, AsyncSession):
+        return target.sync_session
+    if AsyncSession and isinstance(target, async_scoped_session):
+        target = target.session_factory
+    if AsyncSession and isinstance(target, async_sessionmaker):
+        # The sync Session class is shared by default: give this factory its own
+        # subclass so that instrumenting it does not instrument every Session.
+        base = target.kw.get("sync_session_class") or target.class_.sync_session_class
+        if not getattr(base, "_txnsafety_private", False):
+            base = type(f"Instrumented{base.__name__}", (base,), {"_txnsafety_private": True})
+            target.configure(sync_session_class=base)
+        return base
+    if AsyncSession and isinstance(target, type) and issubclass(target, AsyncSession):
+        return target.sync_session_class
+    session = getattr(target, "session", None)  # Flask-SQLAlchemy's SQLAlchemy() extension
+    if isinstance(session, scoped_session):
+        return session
+    raise TypeError(
+        "txnsafety.sqlalchemy.instrument() takes a Session, sessionmaker, scoped_session, AsyncSession, "
+        f"async_sessionmaker or a Flask-SQLAlchemy extension, not {target!r}")
+
+
+def instrument(target: Any) -> Any:
+    """Check every read and write of Sessions made from ``target``; returns ``target``.
+
+    Idempotent.  Instrument before the Session is used: a transaction already
+    open when a Session instance is instrumented is adopted as it is.
+    """
+    _install_mapper_events()
+    where = _event_target(target)
+    for name, fn in _SESSION_EVENTS:
+        if not event.contains(where, name, fn):
+            event.listen(where, name, fn)
+    if isinstance(where, Session) and where.in_transaction() and INFO_KEY not in where.info:
+        state = where.info[INFO_KEY] = SessionState()
+        state.start(where.get_transaction())
+        state.join(verdict_for(where.connection()))
+    return target
+
+
+def is_instrumented(session: Any) -> bool:
+    """True when ``session`` (a Session or AsyncSession) is checked by txnsafety."""
+    sync = getattr(session, "sync_session", session)
+    return event.contains(sync, "after_begin", _after_begin) or any(
+        event.contains(klass, "after_begin", _after_begin) for klass in type(sync).__mro__
+        if isinstance(klass, type) and issubclass(klass, Session))
+
+
+def transaction_of(session: Any) -> Transaction | None:
+    """The checker's identity of ``session``'s current root transaction (None: none, or AUTOCOMMIT)."""
+    sync = getattr(session, "sync_session", session)
+    state = sync.info.get(INFO_KEY)
+    return state.txn if state is not None else None

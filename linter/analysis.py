@@ -20,6 +20,7 @@ its caller read, a helper that re-reads and writes the row its caller holds
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -52,6 +53,10 @@ class Prefilter:
                                                               | vocab_cfg.locks)))
         self.mut = re.compile(r"\w\.\w+\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|pop|remove|"
                               r"insert|setdefault|clear)\()|setattr\(")
+        side = vocab_cfg.side_effects | {"send_mail", "mail_admins", "delay", "apply_async",
+                                         "taskqueue", "defer", "requests", "httpx", "urlopen",
+                                         "cache", "memcache", "send_email", "enqueue", "publish"}
+        self.side = re.compile("|".join(re.escape(n.split(".")[-1]) for n in sorted(side)))
         self.check = re.compile(r"exists\(|count\(|DoesNotExist|NoResultFound| is None|if not "
                                 r"|(?:if|while) [^\n]*[<>]")
 
@@ -63,14 +68,17 @@ class Prefilter:
         return bool(self.txn.search(text))
 
     def function_relevant(self, text: str) -> bool:
-        if "select_for_update" in text:
+        if "select_for_update" in text or "with_for_update" in text:
             return True
         has_write = self.writes.search(text) is not None
-        if has_write and (self.mut.search(text) or self.check.search(text)):
+        if not has_write:
+            return self.txn.search(text) is not None and self.side.search(text) is not None
+        if self.gets.search(text) and (self.mut.search(text) or self.check.search(text)):
             return True
-        if self.txn.search(text) and (has_write or "(" in text):
+        if self.mut.search(text) and re.search(r"\.(save|put|put_async)\(|put_multi|commit\(|flush\(",
+                                               text):
             return True
-        return False
+        return self.txn.search(text) is not None and self.side.search(text) is not None
 
 
 # ---------------------------------------------------------------- helpers
@@ -148,6 +156,25 @@ def first_arg_name(call: cst.Call) -> Optional[str]:
     return None
 
 
+def _maybe(model: Optional[str]) -> frozenset:
+    return frozenset({model}) if model else frozenset()
+
+
+def _models_in(expr: cst.CSTNode) -> frozenset:
+    out = set()
+    stack = [expr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name) and is_model_name(n.value) and \
+                n.value not in ("None", "True", "False"):
+            out.add(n.value)
+        elif isinstance(n, cst.Attribute):
+            stack.append(n.value)
+            continue
+        stack.extend(kids(n))
+    return frozenset(out)
+
+
 def kwarg(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
     for a in call.args:
         if a.keyword is not None and a.keyword.value == name:
@@ -167,7 +194,30 @@ def names_in(node: cst.CSTNode) -> set[str]:
         if isinstance(n, cst.Attribute):
             stack.append(n.value)      # attribute names are not variables
             continue
-        stack.extend(n.children)
+        stack.extend(kids(n))
+    return out
+
+
+_SKIP_FIELDS = ("whitespace", "lpar", "rpar", "semicolon", "comma", "leading_lines", "header",
+                "footer", "lines_after", "newline", "trailing_whitespace", "equal", "colon", "dot",
+                "star", "default_indent", "default_newline", "encoding", "indent")
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def kids(node: cst.CSTNode) -> list:
+    """Child nodes without whitespace tokens (much cheaper than ``node.children``)."""
+    t = type(node)
+    names = _FIELDS.get(t)
+    if names is None:
+        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(t)
+                                   if not f.name.startswith(_SKIP_FIELDS))
+    out = []
+    for name in names:
+        v = getattr(node, name)
+        if isinstance(v, cst.CSTNode):
+            out.append(v)
+        elif type(v) in (list, tuple):
+            out.extend(x for x in v if isinstance(x, cst.CSTNode))
     return out
 
 
@@ -180,7 +230,7 @@ def iter_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
             continue
         if isinstance(n, cst.Call):
             yield n
-        stack.extend(reversed(n.children))
+        stack.extend(reversed(kids(n)))
 
 
 _DJANGO_GET_TERMINALS = {"get", "first", "last", "latest", "earliest", "get_or_create",
@@ -218,12 +268,15 @@ class GetInfo:
 class ModuleInfo:
     """What the ``ast`` pass learns about a module."""
 
-    def __init__(self, tree: ast.AST, vocab_cfg: Config):
+    def __init__(self, tree: ast.AST, vocab_cfg: Config, source: str = ""):
         self.frameworks: set[str] = set()
         self.versioned: set[str] = set(vocab_cfg.versioned_models)
         self.txn_targets: dict[str, bool] = {}
         self.functions: list[tuple[ast.AST, Optional[str]]] = []
-        for node in ast.walk(tree):
+        runner_text = _RUNNER_RE.search(source) is not None or any(
+            n.split(".")[-1] in source for n in vocab_cfg.retrying_transactions | vocab_cfg.transactions)
+        nodes = ast.walk(tree) if runner_text else _top_level(tree)
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     self._import(a.name)
@@ -272,6 +325,8 @@ class ModuleInfo:
         for stmt in node.body:
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
                 value = stmt.value
+                if value is None:
+                    continue
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 if any(isinstance(t, ast.Name) and t.id == "__mapper_args__" for t in targets):
                     if "version_id_col" in ast.dump(value):
@@ -280,6 +335,22 @@ class ModuleInfo:
                         _ast_dotted(value.func).rsplit(".", 1)[-1] in _VERSION_FIELDS:
                     return True
         return False
+
+
+_RUNNER_RE = re.compile(r"transaction\(|run_in_transaction|transaction_async")
+
+
+def _top_level(tree: ast.AST) -> Iterator[ast.AST]:
+    """Module-level statements, class bodies and the bodies of module-level if/try."""
+    stack = list(getattr(tree, "body", []))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.ClassDef, ast.If, ast.Try)):
+            for field in ("body", "orelse", "finalbody"):
+                stack.extend(getattr(node, field, []) or [])
+            for h in getattr(node, "handlers", []) or []:
+                stack.extend(h.body)
 
 
 def _ast_dotted(node: ast.AST) -> str:
@@ -315,9 +386,10 @@ class CallSite:
 
 
 class Check:
-    __slots__ = ("line", "kind", "what", "stack", "locked", "used", "framework")
+    __slots__ = ("line", "kind", "what", "stack", "locked", "used", "framework", "models")
 
-    def __init__(self, line, kind, what, stack, locked, framework):
+    def __init__(self, line, kind, what, stack, locked, framework, models=frozenset()):
+        self.models = models
         self.line = line
         self.kind = kind
         self.what = what
@@ -344,7 +416,7 @@ class FunctionAnalyzer:
         self.taint: dict[str, set] = dict(outer.taint) if outer else {}
         self.querysets: dict[str, GetInfo] = dict(outer.querysets) if outer else {}
         self.sessions: set[str] = set(outer.sessions) if outer else set()
-        self.new_objects: set[str] = set()
+        self.new_objects: dict[str, str] = {}
         self.check_vars: dict[str, tuple] = {}
         self.stack: list[Scope] = list(outer.stack) if outer else []
         self.row_locks: list[tuple[int, Optional[Scope]]] = []
@@ -688,7 +760,7 @@ class FunctionAnalyzer:
             if isinstance(tgt, cst.Name):
                 n = tgt.value
                 if check:
-                    self.check_vars[n] = check
+                    self.check_vars[n] = check + (_models_in(value),)
                 if isinstance(value, cst.Name) and value.value in self.entities:
                     self.entities[n] = self.entities[value.value]          # alias
                     continue
@@ -703,9 +775,9 @@ class FunctionAnalyzer:
                     self.taint.pop(n, None)
                 if isinstance(value, cst.Call) and is_model_name(dotted(value.func).rsplit(".", 1)[-1]) \
                         and "." not in dotted(value.func):
-                    self.new_objects.add(n)
+                    self.new_objects[n] = dotted(value.func)
                 else:
-                    self.new_objects.discard(n)
+                    self.new_objects.pop(n, None)
                 if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():
                     self.sessions.add(n)
             elif isinstance(tgt, cst.Attribute):
@@ -755,7 +827,7 @@ class FunctionAnalyzer:
             if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and \
                     is_model_name(n.value.value) and n.value.value not in self.entities:
                 return True
-            stack.extend(n.children)
+            stack.extend(kids(n))
         return False
 
     def aug_assign(self, node: cst.AugAssign) -> None:
@@ -835,7 +907,7 @@ class FunctionAnalyzer:
                            verb="saved")
             else:
                 self.write(ent, call, "whole", None, verb="put")
-            self.act(call, f"`{recv_name}.{term}()`")
+            self.act(call, f"`{recv_name}.{term}()`", ent.model, "save")
             return
         if term in ("put", "put_multi", "put_async", "put_multi_async") and recv_name in ("db", "ndb") \
                 and call.args:
@@ -844,40 +916,56 @@ class FunctionAnalyzer:
             for it in items:
                 if isinstance(it, cst.Name) and it.value in self.entities:
                     self.write(self.entities[it.value], call, "whole", None, verb="put")
-            self.act(call, f"`{name}()`")
+            self.act(call, f"`{name}()`", None, "save")
             return
         if term in ("commit", "flush") and recv is not None and self.is_session(recv):
             self.flush_all(call, verb=f"flushed by `{code_of(func)}()`", session=dotted(recv))
             if term == "commit":
                 self.release_row_locks(self.line(call))
-            self.act(call, f"`{code_of(func)}()`")
             return
         if term in ("save", "put") and recv_name in self.new_objects:
-            self.act(call, f"`{recv_name}.{term}()` of a new object")
+            self.act(call, f"`{recv_name}.{term}()` of a new object", self.new_objects[recv_name],
+                     "create")
             return
         if term in ("save", "put") and isinstance(recv, cst.Call) and \
                 is_model_name(dotted(recv.func).rsplit(".", 1)[-1]):
-            self.act(call, f"`{dotted(recv.func)}(...).{term}()`")
+            self.act(call, f"`{dotted(recv.func)}(...).{term}()`",
+                     dotted(recv.func).rsplit(".", 1)[-1], "create")
             return
         if term in ("add", "add_all") and recv is not None and self.is_session(recv):
-            self.act(call, f"`{code_of(func)}()`")
+            model = None
+            if call.args:
+                arg = call.args[0].value
+                if isinstance(arg, cst.Call):
+                    model = dotted(arg.func).rsplit(".", 1)[-1]
+                elif isinstance(arg, cst.Name):
+                    model = self.new_objects.get(arg.value)
+            self.act(call, f"`{code_of(func)}()`", model, "create")
             return
         if term in ("create", "bulk_create") and "objects" in chain(call)[0]:
             if kwarg(call, "ignore_conflicts") is None and kwarg(call, "update_conflicts") is None:
-                self.act(call, f"`{dotted(call.func)}()`")
+                root = chain(call)[2]
+                self.act(call, f"`{dotted(call.func)}()`",
+                         root.value if isinstance(root, cst.Name) else None, "create")
             return
         if term == "update" and ("objects" in chain(call)[0] or
                                  (chain(call)[2] is not None and
                                   isinstance(chain(call)[2], cst.Name) and
                                   chain(call)[2].value in self.querysets)):
-            self.act(call, f"`{dotted(call.func)}()`")
+            root = chain(call)[2]
+            model = root.value if isinstance(root, cst.Name) else None
+            if model in self.querysets:
+                model = self.querysets[model].model
+            self.act(call, f"`{dotted(call.func)}()`", model, "update")
             return
         if term in ("execute",) and call.args and isinstance(call.args[0].value, cst.Call):
             inner = call.args[0].value
             inner_names = [terminal(c) for c in chain(inner)[1]]
             if inner_names and inner_names[-1] in ("insert", "update") and not any(
                     t.startswith("on_conflict") or t == "prefix_with" for t in inner_names):
-                self.act(call, f"`{dotted(inner.func)}`")
+                stmt = [c for c in chain(inner)[1] if terminal(c) in ("insert", "update")][-1]
+                self.act(call, f"`{dotted(inner.func)}`", first_arg_name(stmt),
+                         "create" if terminal(stmt) == "insert" else "update")
             return
         if term == "setattr" and len(call.args) >= 2:
             tgt = call.args[0].value
@@ -1042,9 +1130,10 @@ class FunctionAnalyzer:
         if found is None:
             found = self.entity_check(test)
         if found is not None:
-            kind, what = found
+            kind, what = found[0], found[1]
+            models = found[2] if len(found) > 2 else _models_in(test)
             self.checks.append(Check(line, kind, what, tuple(self.stack), self.protected_now(),
-                                     None))
+                                     None, models))
 
     def entity_check(self, test: cst.BaseExpression) -> Optional[tuple]:
         stack = [test]
@@ -1059,44 +1148,53 @@ class FunctionAnalyzer:
                             right.value == "None":
                         if isinstance(left, cst.Name) and left.value in self.entities and \
                                 self.entities[left.value].maybe_none:
-                            return ("none", f"`{left.value} is None`")
+                            return ("none", f"`{left.value} is None`",
+                                    _maybe(self.entities[left.value].model))
                         if isinstance(left, cst.Call) and self.classify_get(left) is not None:
-                            return ("none", "a missing row")
+                            return ("none", "a missing row", _maybe(self.classify_get(left).model))
                     if isinstance(op, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan,
                                        cst.GreaterThanEqual)):
                         for side in (left, right):
                             if isinstance(side, cst.Attribute) and isinstance(side.value, cst.Name) \
                                     and side.value.value in self.entities and \
                                     self.entities[side.value.value].source != "param":
-                                return ("limit", f"`{code_of(side)}` against a limit")
+                                return ("limit", f"`{code_of(side)}` against a limit",
+                                        _maybe(self.entities[side.value.value].model))
                     left = right
             elif isinstance(n, cst.UnaryOperation) and isinstance(n.operator, cst.Not):
                 e = n.expression
                 if isinstance(e, cst.Name) and e.value in self.entities and \
                         self.entities[e.value].maybe_none:
-                    return ("none", f"`not {e.value}`")
+                    return ("none", f"`not {e.value}`", _maybe(self.entities[e.value].model))
                 stack.append(e)
             elif isinstance(n, cst.BooleanOperation):
                 stack.extend([n.left, n.right])
             elif isinstance(n, cst.Name) and n.value in self.entities and \
                     self.entities[n.value].maybe_none:
-                return ("none", f"`{n.value}`")
+                return ("none", f"`{n.value}`", _maybe(self.entities[n.value].model))
         return None
 
-    def act(self, node: cst.CSTNode, what: str) -> None:
+    def act(self, node: cst.CSTNode, what: str, model: Optional[str] = None,
+            kind: str = "create") -> None:
         if not self.checks:
             return
         line = self.line(node)
-        if line in self.reported_write_lines:
-            for c in self.checks:
-                c.used = True
-            return
-        pending = [c for c in self.checks if not c.used and c.line <= line]
+        pending = []
+        for c in self.checks:
+            if c.used or c.line > line:
+                continue
+            if c.kind == "limit":
+                if kind in ("save", "update") and model is not None and model in c.models:
+                    pending.append(c)
+            elif model is None or not c.models or model in c.models:
+                pending.append(c)
         if not pending:
             return
         check = pending[-1]
         for c in pending:
             c.used = True
+        if line in self.reported_write_lines:
+            return
         if self.integrity_depth:
             return
         if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
@@ -1191,11 +1289,14 @@ class FunctionAnalyzer:
         if integrity:
             self.integrity_depth += 1
         get_line = None
+        get_model = None
         if not_found:
             for stmt in node.body.body:
                 for call in iter_calls(stmt):
-                    if self.classify_get(call) is not None:
+                    got = self.classify_get(call)
+                    if got is not None:
                         get_line = self.line(call)
+                        get_model = got.model
                         break
                 if get_line:
                     break
@@ -1206,7 +1307,8 @@ class FunctionAnalyzer:
             if get_line is not None and h.type is not None and _NOT_FOUND.search(code_of(h.type)):
                 self.checks.append(Check(get_line, "none", "a missing row (get() in try/except "
                                                            "DoesNotExist)",
-                                         tuple(self.stack), self.protected_now(), None))
+                                         tuple(self.stack), self.protected_now(), None,
+                                         _maybe(get_model)))
             self.block(h.body)
         if node.orelse is not None:
             self.block(node.orelse.body)
@@ -1293,7 +1395,7 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
         else:
             fix = "move the read inside the transaction or lock"
         where = "outside any transaction or lock" if ent.source != "param" else \
-            "by a caller, outside"
+            "(read by the caller, outside it)"
         return (f"TXN101 half-protected: `{name}` {src} {where}, {verb} at line {w_line} inside "
                 f"`{scope.label}` (line {scope.line}); {fix}")
     if code in ("TXN102", "TXN106") and detail is None:
@@ -1383,17 +1485,30 @@ class ModuleAnalyzer:
             return []
         if self.tree is None:
             self.tree = ast.parse(self.source)
-        self.info = ModuleInfo(self.tree, self.cfg)
+        self.info = ModuleInfo(self.tree, self.cfg, self.source)
         self.vocab = vocab_for(self.info.frameworks, self.cfg)
         lines = self.source.splitlines(keepends=True)
         picked = []
+        rest = []
         for fnode, cls in self.info.functions:
             start = min([fnode.lineno] + [d.lineno for d in fnode.decorator_list])
             end = fnode.end_lineno or fnode.lineno
             text = "".join(lines[start - 1:end])
-            self.function_names.add(fnode.name)
             if fnode.name in self.info.txn_targets or self.prefilter.function_relevant(text):
                 picked.append((fnode, cls, start, text))
+                self.function_names.add(fnode.name)
+            else:
+                rest.append((fnode, cls, start, text))
+        if picked and rest:
+            # callers of picked helpers: under a lock, or holding a read of their own
+            calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in
+                                                                self.function_names)))
+            for item in rest:
+                text = item[3]
+                if calls.search(text) and (self.prefilter.txn.search(text) or
+                                           self.prefilter.gets.search(text)):
+                    picked.append(item)
+            picked.sort(key=lambda it: it[2])
         for fnode, cls, start, text in picked:
             self.analyze_function(fnode, cls, start, text)
         self.resolve_calls()

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import tokenize
+import warnings
 from typing import Iterable, Optional, Sequence
 
 from .analysis import Prefilter, analyze_source
@@ -90,7 +91,9 @@ def lint_file(path: str, cfg: Config, prefilter: Optional[Prefilter] = None) -> 
     if not source.strip():
         return []
     try:
-        tree = ast.parse(source, filename=path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # SyntaxWarning etc. are not ours to report
+            tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         raise FileProblem(f"cannot parse: {exc.msg} (line {exc.lineno})") from None
     except (ValueError, MemoryError, RecursionError) as exc:

@@ -94,12 +94,49 @@ def user_site(skip: int = 1) -> Site | None:
             verdict = is_library_file(code.co_filename, frame.f_globals)
         if not verdict:
             return Site(code.co_filename, frame.f_lineno, code.co_name)
-        frame = frame.f_back
+        frame = frame.f_back or _bridged_frame(frame)
     return None
+
+
+def _bridged_frame(frame: object) -> object | None:
+    """Where the caller waits, when the stack ends at a greenlet's first frame.
+
+    SQLAlchemy's asyncio extension runs the sync ORM in a greenlet (greenlet_spawn):
+    the user's ``await session.get(...)`` is in the parent greenlet's suspended
+    stack, not above the ORM's frames.  Followed once per greenlet hop.
+    """
+    greenlet = sys.modules.get("greenlet")
+    if greenlet is None:
+        return None
+    try:
+        current = greenlet.getcurrent()
+        while current is not None and current.parent is not None:
+            outer = current.parent.gr_frame
+            if outer is not None and frame is not outer:
+                return outer
+            current = current.parent
+    except Exception:
+        return None
+    return None
+
+
+def _stack(frame: object) -> list[traceback.FrameSummary]:
+    """``traceback.extract_stack`` across greenlet hops (outermost first)."""
+    stack = traceback.extract_stack(frame)  # type: ignore[arg-type]
+    greenlet = sys.modules.get("greenlet")
+    if greenlet is not None:
+        try:
+            current = greenlet.getcurrent()
+            while current.parent is not None and current.parent.gr_frame is not None:
+                stack = traceback.extract_stack(current.parent.gr_frame) + stack
+                current = current.parent
+        except Exception:
+            pass
+    return stack
 
 
 def user_trace(skip: int = 1, limit: int = 12) -> str:
     """The user frames of the current stack, formatted (for a violation report)."""
-    frames = [f for f in traceback.extract_stack(sys._getframe(skip + 1))
+    frames = [f for f in _stack(sys._getframe(skip + 1))
               if not _verdicts.get(f.filename, False) and not is_library_file(f.filename)]
     return "".join(traceback.format_list(frames[-limit:]))

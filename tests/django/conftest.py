@@ -86,17 +86,20 @@ def reset_rows(alias: str) -> None:
     """Every test's starting point (written outside any checker scope)."""
     with txnsafety.suppress(reason="test data setup"):
         for model in (m.Restaurant, m.Place, m.Account, m.Counter, m.VersionedCounter, m.Doc, m.Wallet,
-                      m.Plain, m.Customized):
+                      m.Plain, m.Customized, m.Country, m.AuditEntry, m.DailyStat):
             model._base_manager.using(alias).all().delete()
         m.Account.objects.using(alias).bulk_create(
             [m.Account(pk=i, owner=f"owner{i}", balance=100) for i in (1, 2, 3)])
         m.Counter.objects.using(alias).create(pk=1, value=0)
         m.VersionedCounter.objects.using(alias).create(pk=1, value=0, version=0)
         m.Doc.objects.using(alias).create(pk=1, title="t", body="", version=0)
-        m.Wallet.objects.using(alias).create(pk=1, amount=0)
+        m.Wallet.objects.using(alias).create(pk=1, amount=0, account_id=1)
         m.Plain.objects.using(alias).create(pk=1, value=0)
         m.Customized.objects.using(alias).create(pk=1, value=0)
         m.Restaurant.objects.using(alias).create(pk=1, name="r", seats=10)
+        m.Country.objects.using(alias).create(pk=1, name="NZ")
+        m.AuditEntry.objects.using(alias).create(pk=1, text="created")
+        m.DailyStat.objects.using(alias).create(pk=1, total=0)
     connections[alias].close()
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from txnsafety.locks import close_backends, get_backend
 
-BACKENDS = ["memory", "redis", "memcached", "postgresql"]
+BACKENDS = ["memory", "redis", "memcached", "postgresql", "postgresql-xact"]
 SESSION = uuid.uuid4().hex[:8]
 
 
@@ -29,6 +29,10 @@ def backend_url(name: str, request: pytest.FixtureRequest) -> str:
         return f"{base}{sep}prefix=t{SESSION}"
     if name == "postgresql":
         return request.getfixturevalue("postgres_url")
+    if name == "postgresql-xact":
+        base = request.getfixturevalue("postgres_url")
+        sep = "&" if "?" in base else "?"
+        return f"{base}{sep}scope=transaction"
     raise AssertionError(name)
 
 

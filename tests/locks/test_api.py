@@ -119,7 +119,8 @@ def test_backend_down_fail_closed(name: str, key: str, events) -> None:
 @pytest.mark.parametrize("name", sorted(DOWN))
 def test_backend_down_fail_open_gives_unverified_lease(name: str, key: str, events, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="txnsafety.locks"):
-        with user_write_lock(key, backend=DOWN[name], on_backend_error="fail_open", wait_timeout=0.5) as lease:
+        with user_write_lock(key, backend=DOWN[name], on_backend_error="fail_open",
+                             wait_timeout=0.5) as lease:
             assert lease.state is LeaseState.UNVERIFIED
             assert not lease.verified and lease.is_live() and lease.fence == 0
             assert held_leases() == (lease,)
@@ -233,7 +234,8 @@ def test_failed_renewal_marks_lease_lost(redis_url: str, key: str, events, txnsa
     assert "renewal failed" in txnsafety_violations[0].message
 
 
-def test_ensure_held_check_backend_sees_a_vanished_key(redis_url: str, key: str, txnsafety_violations) -> None:
+def test_ensure_held_check_backend_sees_a_vanished_key(redis_url: str, key: str,
+                                                       txnsafety_violations) -> None:
     backend = get_backend(redis_url)
     with global_lock(key, backend=redis_url, lease=5) as lease:
         lease.ensure_held(check_backend=True)

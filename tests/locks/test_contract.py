@@ -55,7 +55,7 @@ def test_mutual_exclusion_threads(url: str, key: str) -> None:
                     time.sleep(0.001)
                     counter["n"] = value + 1
                     inside.pop()
-        except BaseException as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work) for _ in range(n_threads)]
@@ -130,8 +130,6 @@ def test_extend_by_holder(url: str, key: str) -> None:
 
 
 def test_expiry_lets_next_in_and_late_release_is_reported(url: str, key: str, txnsafety_violations) -> None:
-    if url.startswith("postgresql"):
-        pytest.skip("postgres leases end when the session is idle too long; covered in test_postgres")
     ctx = global_lock(key, backend=url, lease=0.4 if not url.startswith("memcached") else 1)
     first = ctx.__enter__()
     # a second acquirer gets the lock once the lease ends, without the holder releasing
@@ -152,6 +150,8 @@ def test_expiry_lets_next_in_and_late_release_is_reported(url: str, key: str, tx
 
 def test_priority_interactive_before_batch(url: str, key: str) -> None:
     """A batch waiter queued first still goes after an interactive one."""
+    if "scope=transaction" in url:
+        pytest.skip("transaction scope queues a batch waiter FIFO (no LISTEN inside a transaction)")
     order: list[str] = []
     queued = threading.Event()
 
@@ -209,6 +209,7 @@ def test_async_and_sync_mixed(url: str, key: str) -> None:
         async def let_go() -> None:
             await asyncio.sleep(0.2)
             release.set()
+
         asyncio.get_running_loop().create_task(let_go())
         t0 = time.monotonic()
         async with global_lock(key, backend=url, lease=5, wait_timeout=5, priority="interactive") as lease:
@@ -232,6 +233,7 @@ def test_async_reentrant_user_lock(url: str, key: str) -> None:
         async with user_write_lock(key, backend=url, lease=5) as outer:
             async with user_write_lock(key, backend=url) as inner:
                 assert inner is outer and outer.depth == 2
+
             # a child task shares the request's lease
             async def child() -> Lease:
                 async with user_write_lock(key, backend=url) as lease:

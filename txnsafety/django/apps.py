@@ -15,16 +15,34 @@ class TxnSafetyConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings as dj_settings
 
-        from ..adapters import register_refetcher
-        from . import conf, hooks
-        from .refetch import arefetch, is_model, refetch
+        from . import conf
 
         conf.apply(getattr(dj_settings, "TXNSAFETY", None))
-        hooks.install()
-        hooks.wrap_overridden_from_db(apps.get_models(include_auto_created=True))
-        register_refetcher(is_model, refetch, arefetch)
+        activate()
         setting_changed.connect(_on_setting_changed, dispatch_uid="txnsafety.django.setting_changed")
         checks.register(check_middleware, "txnsafety")
+
+
+_activated = False
+
+
+def activate() -> None:
+    """Install the ORM hooks and the refetcher (idempotent).
+
+    Called by the app's ``ready()``, and by the middleware for projects that use
+    the middleware without listing the app (then ``TXNSAFETY`` is not read).
+    """
+    global _activated
+    from ..adapters import register_refetcher
+    from . import hooks
+    from .refetch import arefetch, is_model, refetch
+
+    hooks.install()
+    if _activated:
+        return
+    hooks.wrap_overridden_from_db(apps.get_models(include_auto_created=True))
+    register_refetcher(is_model, refetch, arefetch)
+    _activated = True
 
 
 def _on_setting_changed(setting: str, value: object, **kwargs: object) -> None:

@@ -43,7 +43,8 @@ def apply(conf: Any) -> dict[str, Any]:
     unknown = set(conf) - KEYS
     if unknown:
         raise ImproperlyConfigured(
-            f"settings.TXNSAFETY: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(KEYS))}")
+            f"settings.TXNSAFETY: unknown key(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(KEYS))}")
     kwargs: dict[str, Any] = {}
     if "ENABLED" in conf:
         kwargs["enabled"] = bool(conf["ENABLED"])
@@ -54,7 +55,8 @@ def apply(conf: Any) -> dict[str, Any]:
     if "ALLOW" in conf:
         allow = conf["ALLOW"]
         if isinstance(allow, str):
-            raise ImproperlyConfigured("settings.TXNSAFETY['ALLOW'] is a list of 'ModelGlob[:TXN1nn]' strings")
+            raise ImproperlyConfigured(
+                "settings.TXNSAFETY['ALLOW'] is a list of 'ModelGlob[:TXN1nn]' strings")
         kwargs["allow"] = list(allow)
     if "LIBRARY_PATHS" in conf:
         kwargs["library_paths"] = [os.path.abspath(p) for p in conf["LIBRARY_PATHS"]]
@@ -68,11 +70,13 @@ def apply(conf: Any) -> dict[str, Any]:
             except ImportError as exc:
                 raise ImproperlyConfigured(f"settings.TXNSAFETY['PRIORITY_RULE']: {exc}") from exc
         if not callable(rule):
-            raise ImproperlyConfigured("settings.TXNSAFETY['PRIORITY_RULE'] must be a callable (path, headers)")
+            raise ImproperlyConfigured(
+                "settings.TXNSAFETY['PRIORITY_RULE'] must be a callable (path, headers)")
         kwargs["priority_rule"] = rule
     isolation = conf.get("ISOLATION")
     if isolation is not None and not isinstance(isolation, dict):
-        raise ImproperlyConfigured("settings.TXNSAFETY['ISOLATION'] maps database aliases to isolation levels")
+        raise ImproperlyConfigured(
+            "settings.TXNSAFETY['ISOLATION'] maps database aliases to isolation levels")
     try:
         configure(**kwargs)
     except ValueError as exc:

@@ -55,11 +55,13 @@ from django.db.models.signals import pre_save
 from ..checker import model_name, read_stamp, record_read, record_write
 from ..codes import Code
 from ..config import settings
+from ..context import _scope as _scope_var  # the request scope's ContextVar (hot path)
 from ..context import current_scope
 from ..policies import Policy, policy_of
 from ..report import StompingError, Violation, report
 from ..sites import user_site, user_trace
 from . import transactions as txns
+from .transactions import transaction_for
 
 log = logging.getLogger("txnsafety")
 
@@ -115,24 +117,20 @@ class _Refresh:
 _refreshing: ContextVar[_Refresh | None] = ContextVar("txnsafety_django_refresh", default=None)
 
 
-def _loaded(cls: type, obj: Any, db: str) -> None:
-    holder = _refreshing.get()
-    if holder is not None:
-        holder.temps.append(obj)
-        return
-    if _checked(cls):
-        record_read(obj, transaction=txns.transaction_for(db))
-
-
 def _wrap_from_db(original: Any) -> classmethod:
     func = original.__func__
 
     @functools.wraps(func)
     def from_db(cls: type, db: str, field_names: Any, values: Any) -> Any:
         obj = func(cls, db, field_names, values)
-        if settings.enabled and current_scope() is not None:
+        # The hot path: one attribute and one context-variable read when idle.
+        if settings.enabled and _scope_var.get() is not None:
             try:
-                _loaded(cls, obj, db)
+                holder = _refreshing.get()
+                if holder is not None:
+                    holder.temps.append(obj)
+                elif policy_of(cls) is not None or settings.strict:
+                    record_read(obj, transaction=transaction_for(db))
             except StompingError:
                 raise
             except Exception:  # the checker must never break a query
@@ -155,9 +153,12 @@ def wrap_model_from_db(model: type) -> None:
 
 
 def _model_iter(self: ModelIterable) -> Iterator[Any]:
-    if not self.queryset.query.select_for_update or not settings.enabled or current_scope() is None:
-        return _originals["ModelIterable.__iter__"](self)
-    return _for_update_rows(self, _originals["ModelIterable.__iter__"](self))
+    if not self.queryset.query.select_for_update or not settings.enabled or _scope_var.get() is None:
+        return _original_model_iter(self)
+    return _for_update_rows(self, _original_model_iter(self))
+
+
+_original_model_iter = ModelIterable.__iter__
 
 
 def _for_update_rows(iterable: ModelIterable, rows: Iterator[Any]) -> Iterator[Any]:
@@ -253,8 +254,8 @@ def _check_unversioned_write(instance: Any, policy: Policy, key: Any, txn: Any) 
     if field_obj is not None and type(field_obj).__module__.split(".")[0] == "concurrency":
         return
     read_txn = stamp.transaction
-    if (read_txn is not None and txn is not None and read_txn.root_id == txn.root_id
-            and (txn.prevents_lost_update or stamp.for_update)):
+    same_txn = read_txn is not None and txn is not None and read_txn.root_id == txn.root_id
+    if same_txn and (txn.prevents_lost_update or stamp.for_update):
         return
     _report(Code.TXN110, f"model is declared @versioned({policy.versioned_field!r}) but this save() is not "
             "conditional on the version: use txnsafety.django.versioned_save() (or a filtered "

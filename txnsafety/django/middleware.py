@@ -17,7 +17,8 @@ from typing import Any, Callable
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 from ..config import settings
-from ..context import RequestScope, close_scope, open_scope
+from ..context import RequestScope
+from ..scopes import close_request as _close, open_request
 
 log = logging.getLogger("txnsafety")
 
@@ -35,8 +36,8 @@ class TxnSafetyMiddleware:
         self.async_mode = iscoroutinefunction(get_response)
         if self.async_mode:
             markcoroutinefunction(self)
-        from . import hooks
-        hooks.install()  # works even when the app is not in INSTALLED_APPS
+        from .apps import activate
+        activate()  # works even when the app is not in INSTALLED_APPS
 
     def __call__(self, request: Any) -> Any:
         if self.async_mode:
@@ -66,19 +67,12 @@ def _open(request: Any) -> tuple[RequestScope, Any] | None:
         return None
     try:
         path = request.path_info or "/"
+        method = request.method
         if settings.priority_rule is not None:
             headers = {k.lower(): v for k, v in request.headers.items()}
         else:  # the default rule reads one header: do not build the whole mapping
             headers = {"x-txnsafety-priority": request.META.get("HTTP_X_TXNSAFETY_PRIORITY", "")}
-        scope = RequestScope(name=f"{request.method} {path}", priority=settings.priority_for(path, headers))
-        return scope, open_scope(scope)
     except Exception:
-        log.exception("txnsafety: could not open a scope for this request; it runs unchecked")
+        log.exception("txnsafety: could not read this Django request; it runs unchecked")
         return None
-
-
-def _close(scope: RequestScope, token: Any) -> None:
-    try:
-        close_scope(scope, token)
-    except Exception:
-        log.exception("txnsafety: error while closing request %s", scope.id)
+    return open_request(method, path, headers)

@@ -80,7 +80,7 @@ def _compute_verdict(alias: str) -> tuple[str, bool]:
     override = _overrides.get(alias)
     if override is not None:
         return override, override in _PREVENTING
-    settings_dict = connections.settings[alias]
+    settings_dict = connections[alias].settings_dict
     engine = settings_dict.get("ENGINE", "")
     options = settings_dict.get("OPTIONS") or {}
     level = options.get("isolation_level")
@@ -117,7 +117,7 @@ def transaction_for(alias: str | None) -> Transaction | None:
     block) count as no transaction: Django discourages them and there is no way to
     tell where they begin.
     """
-    conn = connections[alias or DEFAULT_DB_ALIAS]
+    conn = connections[alias or DEFAULT_DB_ALIAS]   # (asgiref Local: the costliest line here)
     if not conn.in_atomic_block:
         return None
     for block in conn.atomic_blocks:

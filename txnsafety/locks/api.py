@@ -13,6 +13,7 @@ times out, naming the holder: yourself).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import time
@@ -222,6 +223,11 @@ class LockContext:
         if lease.state is LeaseState.HELD:
             try:
                 ok = await lease.backend.arelease(lease)
+            except asyncio.CancelledError:
+                # Cancelled mid-release: the lease ends by itself at its deadline at
+                # the latest; do the bookkeeping and let the cancellation through.
+                self._end_exit(lease, True, True)
+                raise
             except BackendUnavailable as err:
                 log.error("txnsafety: could not release lock %r (it will end with its lease): %s",
                           self.key, err)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AcquireRequest:
     """One acquisition attempt, as the backend sees it."""
 
@@ -35,7 +35,7 @@ class AcquireRequest:
     priority: Priority
 
 
-@dataclass
+@dataclass(slots=True)
 class Grant:
     """A successful acquisition."""
 

@@ -18,6 +18,7 @@ after that while is over:
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import socket
 import threading
@@ -52,10 +53,19 @@ class Owner:
 
     @classmethod
     def here(cls, request_id: str | None) -> "Owner":
-        return cls(request_id or "-", _HOST, os.getpid())
+        return _owner(request_id or "-", os.getpid())
+
+    @functools.cached_property
+    def label(self) -> str:
+        return f"request {self.request_id} on {self.host} pid {self.pid}"
 
     def __str__(self) -> str:
-        return f"request {self.request_id} on {self.host} pid {self.pid}"
+        return self.label
+
+
+@functools.lru_cache(maxsize=1024)
+def _owner(request_id: str, pid: int) -> Owner:
+    return Owner(request_id, _HOST, pid)
 
 
 class Lease:
@@ -119,7 +129,8 @@ class Lease:
         if self.state is LeaseState.HELD and time.monotonic() >= self.deadline:
             self.state = LeaseState.LOST
         if not self.is_live():
-            raise LeaseLost(self.key, self.state.value, "the lease ended; the lock may be held by someone else")
+            raise LeaseLost(self.key, self.state.value,
+                            "the lease ended; the lock may be held by someone else")
         if check_backend and self.state is LeaseState.HELD and not self.backend.is_held(self):
             self.state = LeaseState.LOST
             raise LeaseLost(self.key, self.state.value, "the backend no longer holds it")

@@ -2,11 +2,13 @@
 
 Why meta commands: the classic protocol's ``delete`` cannot compare anything,
 so "GET, compare token, DELETE" (sherlock's release) can delete the *next*
-holder's lock.  With meta commands the release is ``mg <key> v c`` (value and
-CAS) then ``md <key> C<cas>``: the delete only happens if nobody wrote the key
-in between; extend is ``ms <key> C<cas> T<ttl>`` the same way.
+holder's lock.  With meta commands the release is ``md <key> C<cas>`` with the
+CAS our own add returned: the delete only happens if nobody wrote the key since;
+extend is ``ms <key> C<cas> T<ttl>`` the same way.
 
-* Acquire: ``ms <key> ME`` (add mode, stores only if absent) with a TTL.
+* Acquire: ``ms <key> ME c`` (add mode: stores only if absent; returns the CAS),
+  pipelined with the fence increment: one round trip.  Release is then one
+  round trip too: ``md <key> C<cas>`` deletes only the item our add created.
   memcached's TTL has one-second precision, so the TTL is the lease rounded up
   plus one second and the local deadline stays ``start + lease``: the server
   never ends a lease before the holder thinks it has.
@@ -152,9 +154,10 @@ class MemcachedBackend(Backend):
         return conn.value()
 
     @staticmethod
-    def _parse(data: bytes) -> tuple[str, int, str]:
-        token, fence, owner = data.decode("utf-8", "replace").split(" ", 2)
-        return token, int(fence), owner
+    def _parse(data: bytes) -> tuple[str, str]:
+        """(token, owner) from a lock value."""
+        token, _, owner = data.decode("utf-8", "replace").partition(" ")
+        return token, owner
 
     # -- blocking -------------------------------------------------------------------------
     def acquire(self, req: AcquireRequest) -> Grant:
@@ -162,6 +165,8 @@ class MemcachedBackend(Backend):
         fkey, ikey = mkey + ":f", mkey + ":i"
         ttl = math.ceil(req.lease_seconds) + 1
         batch = req.priority is Priority.BATCH
+        data = f"{req.token} {req.owner}".encode()
+        add = f"ms {mkey} {len(data)} T{ttl} ME c\r\n".encode() + data + b"\r\n"
         t0 = time.monotonic()
         until = t0 + req.wait_timeout
         delay = 0.002
@@ -172,8 +177,9 @@ class MemcachedBackend(Backend):
         try:
             conn = self._conn()
             while True:
-                # One round trip: the interactive-waiter counter (batch reads it,
-                # a waiting interactive keeps it alive) and a fresh fence.
+                # One round trip: the interactive-waiter counter (a batch acquirer
+                # reads it, a waiting interactive one keeps it alive), a fresh fence,
+                # and the atomic add that takes the lock.
                 if batch:
                     marker = f"mg {ikey} v\r\n"
                 elif registered:
@@ -183,30 +189,33 @@ class MemcachedBackend(Backend):
                     counted = True
                 else:
                     marker = ""
-                conn.send(f"{marker}ma {fkey} N0 J{time.time_ns() // 1000} v\r\n".encode())
-                blocked = False
+                start = time.monotonic()
+                conn.send(marker.encode() + f"ma {fkey} N0 J{time.time_ns() // 1000} v\r\n".encode() + add)
+                interactive_waiting = False
                 if marker:
                     _, mdata = conn.value()
-                    blocked = batch and mdata is not None and int(mdata or b"0") > 0
+                    interactive_waiting = batch and mdata is not None and int(mdata or b"0") > 0
                 _, fence_raw = conn.value()
+                head = conn.line()
                 if fence_raw is None:
                     raise ProtocolError("fence counter not returned")
-                fence = int(fence_raw)
-                start = time.monotonic()
-                if not blocked:
-                    data = f"{req.token} {fence} {req.owner}".encode()
-                    conn.send(f"ms {mkey} {len(data)} T{ttl} ME\r\n".encode() + data + b"\r\n")
-                    if conn.line()[0] == b"HD":
-                        return Grant(fence, start=start, waited=start - t0, waited_on=waited_on)
+                if head[0] == b"HD":
+                    cas = int(_flag(head, b"c") or b"0")
+                    if not interactive_waiting:
+                        return Grant(int(fence_raw), start=start, waited=start - t0, waited_on=waited_on,
+                                     handle=(cas, data))
+                    # an interactive waiter is queued: a batch acquirer steps back
+                    conn.send(f"md {mkey} C{cas}\r\n".encode())
+                    conn.line()
                 if waited_on is None:
-                    head, data = self._get(conn, mkey)
-                    if data is not None:
-                        waited_on = self._parse(data)[2]
+                    _, current = self._get(conn, mkey)
+                    if current is not None:
+                        waited_on = self._parse(current)[1]
                 now = time.monotonic()
                 if now >= until:
-                    head, data = self._get(conn, mkey)
-                    holder = self._parse(data)[2] if data is not None else None
-                    left = float(_flag(head, b"t") or b"-1") if data is not None else None
+                    head, current = self._get(conn, mkey)
+                    holder = self._parse(current)[1] if current is not None else None
+                    left = float(_flag(head, b"t") or b"-1") if current is not None else None
                     raise LockTimeout(req.key, req.wait_timeout, holder, left)
                 if not registered:
                     registered = True
@@ -248,28 +257,41 @@ class MemcachedBackend(Backend):
         return _flag(head, b"c") or b"0", data
 
     def release(self, lease: "Lease") -> bool:
+        """One round trip: delete only if the item still has the CAS our add (or extend) got."""
         mkey = self.safe_key(lease.backend_key)
         try:
             conn = self._conn()
-            owned = self._owned(conn, mkey, lease.token)
-            if owned is None:
-                return False
-            conn.send(f"md {mkey} C{owned[0].decode()}\r\n".encode())
+            if isinstance(lease.handle, tuple):
+                cas = str(lease.handle[0]).encode()
+            else:  # no CAS remembered: compare the token first
+                owned = self._owned(conn, mkey, lease.token)
+                if owned is None:
+                    return False
+                cas = owned[0]
+            conn.send(f"md {mkey} C{cas.decode()}\r\n".encode())
             return conn.line()[0] == b"HD"
         except (OSError, ProtocolError, ValueError) as exc:
             raise self._fail(lease.key, exc) from exc
 
     def extend(self, lease: "Lease", seconds: float) -> bool:
+        """Compare-and-swap the same value with a new TTL; remembers the new CAS."""
         mkey = self.safe_key(lease.backend_key)
         try:
             conn = self._conn()
-            owned = self._owned(conn, mkey, lease.token)
-            if owned is None:
-                return False
-            cas, data = owned
+            if isinstance(lease.handle, tuple):
+                cas, data = str(lease.handle[0]).encode(), lease.handle[1]
+            else:
+                owned = self._owned(conn, mkey, lease.token)
+                if owned is None:
+                    return False
+                cas, data = owned
             ttl = math.ceil(seconds) + 1
-            conn.send(f"ms {mkey} {len(data)} C{cas.decode()} T{ttl}\r\n".encode() + data + b"\r\n")
-            return conn.line()[0] == b"HD"
+            conn.send(f"ms {mkey} {len(data)} C{cas.decode()} T{ttl} c\r\n".encode() + data + b"\r\n")
+            head = conn.line()
+            if head[0] != b"HD":
+                return False
+            lease.handle = (int(_flag(head, b"c") or b"0"), data)
+            return True
         except (OSError, ProtocolError, ValueError) as exc:
             raise self._fail(lease.key, exc) from exc
 
@@ -281,7 +303,7 @@ class MemcachedBackend(Backend):
 
     def holder(self, backend_key: str) -> str | None:
         _, data = self._get(self._conn(), self.safe_key(backend_key))
-        return self._parse(data)[2] if data is not None else None
+        return self._parse(data)[1] if data is not None else None
 
     def close(self) -> None:
         with self._mutex:

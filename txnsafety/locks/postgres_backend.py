@@ -18,8 +18,14 @@ killed with ``kill -9`` frees the lock at once.
   that release commits; everything runs in that one transaction, so it is
   correct behind PgBouncer in transaction-pooling mode (session scope is not).
 * Priority: an interactive waiter holds a *shared* advisory lock on a per-key
-  marker while it waits; a batch acquirer first takes that marker *exclusively*
-  (so it waits until no interactive waiter is queued) and drops it at once.
+  marker while it waits (queued natively, FIFO).  In session scope a batch
+  waiter is never queued on the lock itself: it tries the lock only while no
+  interactive waiter is registered and sleeps on LISTEN until a release
+  NOTIFYs (releases notify only when a batch waiter is registered), re-checking
+  at least every second.  In transaction scope (LISTEN only takes effect at
+  commit) a batch acquirer waits until no interactive waiter is registered and
+  then queues FIFO: an interactive waiter that arrives after a batch waiter is
+  queued goes after it, so batch cannot starve interactive but can precede it once.
 * Owner-only: only the session that took an advisory lock can unlock it; a
   lease's connection is private to it.
 
@@ -175,7 +181,8 @@ class PostgresBackend(Backend):
         k = key_hash(req.backend_key)
         marker = key_hash("txnsafety:interactive:" + req.backend_key)
         lease_ms = str(max(int(req.lease_seconds * 1000), 1))
-        idle_guc = "idle_session_timeout" if self.scope == "session" else "idle_in_transaction_session_timeout"
+        idle_guc = ("idle_session_timeout" if self.scope == "session"
+                    else "idle_in_transaction_session_timeout")
         xact = self.scope == "transaction"
         lock_fn = "pg_advisory_xact_lock" if xact else "pg_advisory_lock"
         try_fn = "pg_try_advisory_xact_lock" if xact else "pg_try_advisory_lock"
@@ -200,25 +207,37 @@ class PostgresBackend(Backend):
 
         if req.priority is Priority.BATCH and not xact:
             return (yield from self._batch_steps(req, k, marker, lease_ms, t0, until, waited_on))
+        # The marker is a *session-level* lock even in transaction scope, always
+        # released inside the transaction (also on timeout, via the savepoint), so it
+        # never outlives it: still correct behind transaction pooling.
         try:
+            if xact:
+                yield "SAVEPOINT txnsafety_wait", ()
             yield "SELECT set_config('lock_timeout', %s, %s)", (timeout_ms(), local)
             if req.priority is Priority.INTERACTIVE:
                 # registered as an interactive waiter for as long as we wait
-                yield (f"SELECT {'pg_advisory_xact_lock_shared' if xact else 'pg_advisory_lock_shared'}(%s)",
-                       (marker,))
+                yield "SELECT pg_advisory_lock_shared(%s)", (marker,)
             else:
-                # transaction scope: wait until no interactive waiter is registered, keep them out
-                yield "SELECT pg_advisory_xact_lock(%s)", (marker,)
+                # transaction-scope batch: first wait until no interactive waiter is queued
+                yield "SELECT pg_advisory_lock(%s), pg_advisory_unlock(%s)", (marker, marker)
             yield "SELECT set_config('lock_timeout', %s, %s)", (timeout_ms(), local)
             start = time.monotonic()
             row = yield (f"SELECT {lock_fn}(%s), nextval(%s), set_config(%s, %s, {local}), "
                          f"set_config('lock_timeout', '0', {local})",
                          (k, self.sequence, idle_guc, lease_ms))
-            if req.priority is Priority.INTERACTIVE and not xact:
+            if req.priority is Priority.INTERACTIVE:
                 yield "SELECT pg_advisory_unlock_shared(%s)", (marker,)
+            if xact:
+                yield "RELEASE SAVEPOINT txnsafety_wait", ()
             return Grant(int(row[1]), start=start, waited=time.monotonic() - t0, waited_on=waited_on)
         except pg_errors.LockNotAvailable:
-            holder = yield "HOLDER-AFTER-ROLLBACK", (k,)
+            if xact:
+                yield "ROLLBACK TO SAVEPOINT txnsafety_wait", ()
+                yield "SELECT pg_advisory_unlock_all()", ()
+                yield "ROLLBACK", ()
+            else:
+                yield "SELECT pg_advisory_unlock_all(), set_config('lock_timeout', '0', false)", ()
+            holder = yield "HOLDER", (k,)
             raise LockTimeout(req.key, req.wait_timeout, holder) from None
 
     def _batch_steps(self, req: AcquireRequest, k: int, marker: int, lease_ms: str, t0: float,
@@ -286,10 +305,6 @@ class PostgresBackend(Backend):
                     return grant
                 error = None
                 try:
-                    if sql == "HOLDER-AFTER-ROLLBACK":
-                        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                            conn.execute("ROLLBACK")
-                        sql = "HOLDER"
                     if sql == "HOLDER":
                         row = conn.execute(*self._holder_sql(params[0])).fetchone()
                         to_send = row[0] if row else None
@@ -332,15 +347,17 @@ class PostgresBackend(Backend):
         except psycopg.Error:
             conn.close()
 
+    # Unlock, and wake batch waiters only when one is registered: a batch waiter
+    # holds the batch marker shared, so an exclusive try-lock on it fails.
     _RELEASE_SQL = (
         "SELECT pg_advisory_unlock(%s), set_config('idle_session_timeout', '0', false), "
-        "CASE WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
-        "AND classid = %s AND objid = %s AND objsubid = 1) THEN pg_notify(%s, '') END")
+        "CASE WHEN pg_try_advisory_lock(%s) THEN pg_advisory_unlock(%s) "
+        "ELSE pg_notify(%s, '') IS NULL END")
 
     def _release_params(self, lease: "Lease") -> tuple[Any, ...]:
-        """Unlock, and wake batch waiters (only when one is registered)."""
         k = key_hash(lease.backend_key)
-        return (k, *_split(key_hash("txnsafety:batch:" + lease.backend_key)), _channel(k))
+        batch_marker = key_hash("txnsafety:batch:" + lease.backend_key)
+        return (k, batch_marker, batch_marker, _channel(k))
 
     def release(self, lease: "Lease") -> bool:
         conn = lease.handle
@@ -452,10 +469,6 @@ class PostgresBackend(Backend):
                     return grant
                 error = None
                 try:
-                    if sql == "HOLDER-AFTER-ROLLBACK":
-                        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                            await conn.execute("ROLLBACK")
-                        sql = "HOLDER"
                     if sql == "HOLDER":
                         cur = await conn.execute(*self._holder_sql(params[0]))
                         row = await cur.fetchone()

@@ -10,7 +10,9 @@ holder's remaining lease if shorter) covers a holder that died without
 releasing.  No KEYS/SCAN anywhere; all keys of one lock share a hash tag.
 
 URL query options (removed before the URL reaches redis-py): ``prefix``
-(default ``txnsafety``), ``recheck`` (seconds, default 1.0).
+(default ``txnsafety``), ``recheck`` (seconds, default 1.0), ``claim`` (seconds a
+waiter handed the lock has to claim it, default 1.0: a waiter killed while queued
+delays the others by at most this plus ``recheck``).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from .errors import BackendUnavailable, LockTimeout
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
-_OURS = ("prefix", "recheck")
+_OURS = ("prefix", "recheck", "claim")
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -41,6 +43,24 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     ours = {k: v for k, v in query if k in _OURS}
     rest = [(k, v) for k, v in query if k not in _OURS]
     return urlunsplit(parts._replace(query=urlencode(rest))), ours
+
+
+def _cancelling() -> int:
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 0
+
+
+def _resurface_cancel(before: int) -> None:
+    """Raise CancelledError if a cancel arrived during a redis.asyncio call and was lost.
+
+    redis.asyncio can complete a command and return normally although the task
+    was cancelled meanwhile (seen with redis-py 8.1 on Python 3.11): the task's
+    ``cancelling()`` count went up but no CancelledError came out.  A waiter that
+    swallowed its cancellation would go on to hold the lock for a caller that is
+    gone, so we re-raise it.
+    """
+    if _cancelling() > before:
+        raise asyncio.CancelledError()
 
 
 def _text(value: Any) -> str:
@@ -57,6 +77,8 @@ class RedisBackend(Backend):
         self._redis_url, ours = _split_url(url)
         self.prefix = ours.get("prefix", "txnsafety")
         self.recheck = float(ours.get("recheck", "1.0"))
+        # how long a waiter handed the lock has to claim it (a dead waiter costs this much)
+        self.claim_ms = int(float(ours.get("claim", "1.0")) * 1000)
         # a waiter that has not refreshed its queue entry for this long is dead
         self.alive_ms = int((self.recheck * 2 + 2) * 1000)
         self.client = client or redis.Redis.from_url(self._redis_url)
@@ -100,7 +122,8 @@ class RedisBackend(Backend):
 
     def _args(self, req: AcquireRequest, sig: str, wait: bool) -> list[Any]:
         return [req.token, req.owner, max(int(req.lease_seconds * 1000), 1),
-                "b" if req.priority is Priority.BATCH else "i", "1" if wait else "0", self.alive_ms, sig]
+                "b" if req.priority is Priority.BATCH else "i", "1" if wait else "0", self.alive_ms, sig,
+                self.claim_ms]
 
     def _pause(self, until: float, pttl: int) -> float:
         pause = min(until - time.monotonic(), self.recheck)
@@ -145,7 +168,7 @@ class RedisBackend(Backend):
     def release(self, lease: "Lease") -> bool:
         keys, sig = self.keys_for(lease.backend_key)
         try:
-            return self._s_release(keys=keys, args=[lease.token, sig, self.alive_ms]) == 1
+            return self._s_release(keys=keys, args=[lease.token, sig, self.alive_ms, self.claim_ms]) == 1
         except redis.RedisError as exc:
             raise self._unavailable(lease.key, exc) from exc
 
@@ -183,35 +206,40 @@ class RedisBackend(Backend):
         wait = req.wait_timeout > 0
         args = self._args(req, sig, wait)
         t0 = start = time.monotonic()
+        before = _cancelling()
         try:
-            res = await s_acquire(keys=keys, args=args)
-            if res[0] == 1:
-                return Grant(int(res[1]), start=start)
-            waited_on = _text(res[1]) or None
-            if not wait:
-                raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
-            until = t0 + req.wait_timeout
-            mine = sig + req.token
             try:
+                res = await s_acquire(keys=keys, args=args)
+                _resurface_cancel(before)
+                if res[0] == 1:
+                    return Grant(int(res[1]), start=start)
+                waited_on = _text(res[1]) or None
+                if not wait:
+                    raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
+                until = t0 + req.wait_timeout
+                mine = sig + req.token
                 while True:
                     if time.monotonic() >= until:
                         start = time.monotonic()
                         res = await s_cancel(keys=keys, args=[req.token, sig, args[2]])
+                        _resurface_cancel(before)
                         if res[0] == 1:
                             return Grant(int(res[1]), start=start, waited=start - t0, waited_on=waited_on)
                         raise LockTimeout(req.key, req.wait_timeout, _text(res[1]) or None,
                                           int(res[2]) / 1000.0)
                     await client.blpop([mine], timeout=self._pause(until, int(res[2])))
+                    _resurface_cancel(before)
                     start = time.monotonic()
                     res = await s_acquire(keys=keys, args=args)
+                    _resurface_cancel(before)
                     if res[0] == 1:
                         return Grant(int(res[1]), start=start, waited=start - t0, waited_on=waited_on)
             except asyncio.CancelledError:
-                # Leave the queue; if the lock was handed to us meanwhile, pass it on.
-                # (Blocking client: the cancelled task must not await again.)
+                # Leave the queue; if the lock was handed to us (or we just took it),
+                # pass it on.  Blocking client: a cancelled task should not await again.
                 res = self._s_cancel(keys=keys, args=[req.token, sig, args[2]])
                 if res[0] == 1:
-                    self._s_release(keys=keys, args=[req.token, sig, self.alive_ms])
+                    self._s_release(keys=keys, args=[req.token, sig, self.alive_ms, self.claim_ms])
                 raise
         except redis.RedisError as exc:
             raise self._unavailable(req.key, exc) from exc
@@ -219,10 +247,13 @@ class RedisBackend(Backend):
     async def arelease(self, lease: "Lease") -> bool:
         client, _, s_release, _, _ = self._aclient()
         keys, sig = self.keys_for(lease.backend_key)
+        before = _cancelling()
         try:
-            return await s_release(keys=keys, args=[lease.token, sig, self.alive_ms]) == 1
+            ok = await s_release(keys=keys, args=[lease.token, sig, self.alive_ms, self.claim_ms]) == 1
         except redis.RedisError as exc:
             raise self._unavailable(lease.key, exc) from exc
+        _resurface_cancel(before)
+        return ok
 
     async def aextend(self, lease: "Lease", seconds: float) -> bool:
         _, _, _, s_extend, _ = self._aclient()

@@ -24,7 +24,8 @@ end
 local function split(info)
   local a = string.find(info, '|', 1, true)
   local b = string.find(info, '|', a + 1, true)
-  return tonumber(string.sub(info, 1, a - 1)), tonumber(string.sub(info, a + 1, b - 1)), string.sub(info, b + 1)
+  return tonumber(string.sub(info, 1, a - 1)), tonumber(string.sub(info, a + 1, b - 1)),
+         string.sub(info, b + 1)
 end
 
 -- first live waiter (interactive queue first); prunes dead heads
@@ -58,10 +59,13 @@ local function grant(tok, owner, lease_ms)
   return fence
 end
 
-local function handoff(h, info, sigprefix, sig_ms)
+-- The new holder gets at most claim_ms to claim the lock (its ACQUIRE call,
+-- right after its BLPOP wakes, restarts the full lease): a waiter that died
+-- while queued only blocks the lock for claim_ms, not for its whole lease.
+local function handoff(h, info, sigprefix, sig_ms, claim_ms)
   local _, lease_ms, owner = split(info)
   unqueue(h)
-  local fence = grant(h, owner, lease_ms)
+  local fence = grant(h, owner, math.min(lease_ms, claim_ms))
   local sig = sigprefix .. h
   redis.call('RPUSH', sig, fence)
   redis.call('PEXPIRE', sig, sig_ms)
@@ -69,7 +73,7 @@ local function handoff(h, info, sigprefix, sig_ms)
 end
 """
 
-# ARGV: token, owner, lease_ms, prio ('i'|'b'), wait ('0'|'1'), alive_ms, sigprefix
+# ARGV: token, owner, lease_ms, prio ('i'|'b'), wait ('0'|'1'), alive_ms, sigprefix, claim_ms
 # -> {1, fence} acquired | {0, holder_owner, holder_pttl}
 ACQUIRE = COMMON + r"""
 local tok = ARGV[1]
@@ -81,6 +85,10 @@ if cur == tok then
   redis.call('DEL', ARGV[7] .. tok)
   return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
 end
+if (not cur) and redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 then
+  -- fast path: free and nobody queued (so neither are we)
+  return {1, grant(tok, ARGV[2], ARGV[3])}
+end
 local now = now_ms()
 if not cur then
   local h, info = head(now)
@@ -88,7 +96,7 @@ if not cur then
     unqueue(tok)
     return {1, grant(tok, ARGV[2], ARGV[3])}
   end
-  handoff(h, info, ARGV[7], tonumber(ARGV[6]))
+  handoff(h, info, ARGV[7], tonumber(ARGV[6]), tonumber(ARGV[8]))
 end
 if ARGV[5] == '1' then
   local q = KEYS[3]
@@ -99,12 +107,14 @@ end
 return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}
 """
 
-# ARGV: token, sigprefix, sig_ms -> 1 released | 0 not ours
+# ARGV: token, sigprefix, sig_ms, claim_ms -> 1 released | 0 not ours
 RELEASE = COMMON + r"""
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
-local h, info = head(now_ms())
-if h then handoff(h, info, ARGV[2], tonumber(ARGV[3])) end
+if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
+  local h, info = head(now_ms())
+  if h then handoff(h, info, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) end
+end
 return 1
 """
 

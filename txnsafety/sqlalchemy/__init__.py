@@ -9,7 +9,7 @@ See docs/sqlalchemy.md for what each code means in SQLAlchemy terms.
 """
 from __future__ import annotations
 
-from .instrument import instrument, is_instrumented, transaction_of
+from .events import instrument, is_instrumented, transaction_of
 from .isolation import Verdict, sqlite_transactions, verdict_for
 from .refetch import arefetch, refetch, register as _register_refetcher
 

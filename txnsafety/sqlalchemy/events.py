@@ -42,7 +42,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
-from sqlalchemy.orm.attributes import instance_state
+from sqlalchemy.orm.attributes import PASSIVE_NO_INITIALIZE, get_history, instance_state
 from sqlalchemy.sql.elements import ClauseElement
 
 from .. import checker
@@ -56,6 +56,7 @@ __all__ = ["instrument", "is_instrumented", "transaction_of"]
 
 #: Key of our per-Session state in ``Session.info``.
 INFO_KEY = "txnsafety"
+_MARK = "_txnsafety_instrumented"
 
 
 class SessionState:
@@ -225,66 +226,80 @@ def _stamp(obj: Any, session_state: SessionState, for_update: bool) -> None:
 
 # -- Mapper / instance events (installed once, for every mapper) ----------------------
 
-def _on_load(target: Any, context: Any) -> None:
-    cls = target.__class__
+def _on_load(state: Any, context: Any) -> None:
+    """``InstanceEvents.load`` (raw: ``state`` is the InstanceState)."""
+    cls = state.class_
     info = _classes.get(cls) or _info(cls)
-    session_state = _state_of(context.session)
+    session = context.session
+    session_state = session.info.get(INFO_KEY) if session is not None else None
     if session_state is None:
         return
-    for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
     txn = session_state.txn
+    for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
     if for_update and txn is not None and session_state.ignores_for_update:
         for_update = False  # SQLite renders no FOR UPDATE: the read locked nothing
+    if __import__("os").environ.get("TSDBG"):
+        with open("/tmp/sqx/dbg.log", "a") as f:
+            f.write(f"load {cls.__name__} fu={for_update} txn={txn} auto={session_state.autocommit} begun={session_state.begun} scope={current_scope()} enabled={settings.enabled} mode={settings.mode}\n")
     if not (info.checked or settings.strict or (for_update and txn is None)):
         return
-    checker.record_read(target, model=cls, key=_key(instance_state(target)), transaction=txn,
-                        for_update=for_update)
+    ident = state.key[1]
+    checker.record_read(state.obj(), model=cls, key=ident[0] if len(ident) == 1 else ident,
+                        transaction=txn, for_update=for_update)
 
 
-def _on_refresh(target: Any, context: Any, attrs: Any) -> None:
+def _on_refresh(state: Any, context: Any, attrs: Any) -> None:
     if attrs is not None:
-        info = _classes.get(target.__class__) or _info(target.__class__)
+        info = _classes.get(state.class_) or _info(state.class_)
         if not info.loaded_columns <= attrs:
             return  # a partial refresh: the other columns still hold the older read
-    _on_load(target, context)
+    _on_load(state, context)
 
 
-def _before_update(mapper: Any, connection: Any, target: Any) -> None:
-    cls = target.__class__
+def _before_update(mapper: Any, connection: Any, state: Any) -> None:
+    """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE."""
+    cls = state.class_
     info = _classes.get(cls) or _info(cls)
-    if not (info.checked or settings.strict) or current_scope() is None:
+    if not (info.checked or settings.strict):
         return
-    state = instance_state(target)
     session_state = _state_of(state.session)
-    if session_state is None:
+    if session_state is None or current_scope() is None:
         return
     changed: list[str] = []
     atomic: list[str] = []
+    unmodified = state.unmodified
+    obj = state.obj()
     for key in info.columns:
-        history = state.attrs[key].history
-        if not history.added:
+        if key in unmodified:
             continue
-        if isinstance(history.added[0], ClauseElement):
+        added = get_history(obj, key, PASSIVE_NO_INITIALIZE).added
+        if not added:
+            continue  # set back to the value it had: no change is sent
+        if isinstance(added[0], ClauseElement):
             atomic.append(key)    # obj.n = Model.n + 1: computed by the database
         else:
             changed.append(key)
     if not changed and not atomic:
         return  # dirty through a relationship only: no UPDATE of this row's columns
     versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
-    checker.record_write(target, model=cls, key=_key(state), fields=changed or atomic,
+    if __import__("os").environ.get("TSDBG"):
+        from .. import checker as C
+        with open("/tmp/sqx/dbg.log", "a") as f:
+            f.write(f"write {cls.__name__} changed={changed} txn={session_state.txn} scope={current_scope().id} stamp={C.read_stamp(obj)} mode={settings.mode}\n")
+    checker.record_write(obj, model=cls, key=_key(state), fields=changed or atomic,
                          transaction=session_state.txn, versioned=versioned)
 
 
-def _after_insert(mapper: Any, connection: Any, target: Any) -> None:
-    cls = target.__class__
+def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
+    cls = state.class_
     info = _classes.get(cls) or _info(cls)
-    if not (info.checked or settings.strict) or current_scope() is None:
+    if not (info.checked or settings.strict):
         return
-    state = instance_state(target)
     session_state = _state_of(state.session)
-    if session_state is None:
+    if session_state is None or current_scope() is None:
         return
-    checker.record_write(target, model=cls, key=_key(state), created=True, transaction=session_state.txn)
+    checker.record_write(state.obj(), model=cls, key=_key(state), created=True,
+                         transaction=session_state.txn)
 
 
 _SESSION_EVENTS = (
@@ -309,7 +324,7 @@ def _install_mapper_events() -> None:
         if _installed:
             return
         for name, fn in _MAPPER_EVENTS:
-            event.listen(Mapper, name, fn)
+            event.listen(Mapper, name, fn, raw=True)
         _installed = True
 
 
@@ -359,6 +374,11 @@ def instrument(target: Any) -> Any:
     for name, fn in _SESSION_EVENTS:
         if not event.contains(where, name, fn):
             event.listen(where, name, fn)
+    marked = _session_class_or_instance(where)
+    if isinstance(marked, Session):
+        marked.info[_MARK] = True
+    else:
+        setattr(marked, _MARK, True)
     if isinstance(where, Session) and where.in_transaction() and INFO_KEY not in where.info:
         state = where.info[INFO_KEY] = SessionState()
         state.start(where.get_transaction())
@@ -366,12 +386,18 @@ def instrument(target: Any) -> Any:
     return target
 
 
+def _session_class_or_instance(where: Any) -> Any:
+    if isinstance(where, scoped_session):
+        where = where.session_factory
+    if isinstance(where, sessionmaker):
+        where = where.class_
+    return where
+
+
 def is_instrumented(session: Any) -> bool:
     """True when ``session`` (a Session or AsyncSession) is checked by txnsafety."""
     sync = getattr(session, "sync_session", session)
-    return event.contains(sync, "after_begin", _after_begin) or any(
-        event.contains(klass, "after_begin", _after_begin) for klass in type(sync).__mro__
-        if isinstance(klass, type) and issubclass(klass, Session))
+    return bool(getattr(type(sync), _MARK, False) or sync.info.get(_MARK, False))
 
 
 def transaction_of(session: Any) -> Transaction | None:

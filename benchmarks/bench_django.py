@@ -1,0 +1,217 @@
+"""Runtime checker overhead on a realistic Django request (SQLite).
+
+The view: one ``transaction.atomic()`` block, 20 reads (``get()`` by primary key,
+five of them ``select_for_update()``) and 5 whole-row ``save()`` writes of
+policy-declared models, then a JSON response — served by Django's real WSGI
+handler.  Three contenders run side by side in one process, alternating order
+round after round so drift hits all alike:
+
+* ``django``    — txnsafety not installed at all: no hooks, no middleware;
+* ``installed, off`` — hooks and middleware installed, ``TXNSAFETY["ENABLED"] = False``;
+* ``checked``   — hooks, middleware, checker on (mode ``log``).
+
+The ratio ``checked / django`` is the overhead (target, DESIGN.md: within 5 %).
+A second table times the ORM work alone (no HTTP), the worst case for the ratio.
+
+    python benchmarks/bench_django.py [--rounds 30] [--per-round 20]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_TMP = tempfile.mkdtemp(prefix="txnsafety-bench-django-")
+
+
+def _configure() -> None:
+    import django
+    from django.conf import settings
+
+    from fixtures.django_app.settings import build
+    if settings.configured:  # imported again as the URLconf (the script itself is __main__)
+        return
+    settings.configure(**build(os.path.join(_TMP, "bench.sqlite3"),
+                               ROOT_URLCONF="benchmarks.bench_django",
+                               TXNSAFETY={"MODE": "log", "ENABLED": True}))
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = None   # persistent, as in production
+    django.setup()
+
+    from django.db.backends.signals import connection_created
+
+    def fast_sqlite(sender, connection, **kwargs):  # WAL without fsync per commit: time CPU, not disk
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+
+    connection_created.connect(fast_sqlite, weak=False)
+
+
+_configure()
+
+from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from django.http import JsonResponse  # noqa: E402
+from django.test import override_settings  # noqa: E402
+from django.urls import path  # noqa: E402
+from webob import Request  # noqa: E402
+
+import txnsafety  # noqa: E402
+from fixtures.django_app.models import Account, Counter  # noqa: E402
+from txnsafety.django import hooks  # noqa: E402
+
+N_ACCOUNTS = 15
+N_COUNTERS = 5
+
+
+def cart_work(amount: int) -> dict:
+    """20 reads, 5 writes, one transaction."""
+    with transaction.atomic():
+        accounts = [Account.objects.get(pk=pk) for pk in range(1, N_ACCOUNTS + 1)]
+        counters = [Counter.objects.select_for_update().get(pk=pk) for pk in range(1, N_COUNTERS + 1)]
+        for counter in counters:
+            counter.value += amount
+            counter.save()
+    return {"balance": sum(a.balance for a in accounts), "counters": [c.value for c in counters]}
+
+
+def cart_view(request):
+    return JsonResponse(cart_work(int(request.GET.get("n", "1"))))
+
+
+urlpatterns = [path("cart/", cart_view)]
+
+
+def setup_data() -> None:
+    from fixtures.django_app.models import ALL_MODELS
+    with connection.schema_editor() as editor:
+        for model in ALL_MODELS:
+            editor.create_model(model)
+    Account.objects.bulk_create([Account(pk=pk, owner=f"user{pk}", balance=pk)
+                                 for pk in range(1, N_ACCOUNTS + 1)])
+    Counter.objects.bulk_create([Counter(pk=pk, value=0) for pk in range(1, N_COUNTERS + 1)])
+
+
+def _state(installed: bool, enabled: bool) -> Callable[[], None]:
+    def apply() -> None:
+        if installed:
+            hooks.install()
+        else:
+            hooks.uninstall()
+        txnsafety.settings.enabled = enabled
+    return apply
+
+
+def make_contenders(http: bool) -> dict[str, tuple[Callable[[], None], Callable[[], None]]]:
+    """name -> (setup run before each timed batch, one request)."""
+    with override_settings(MIDDLEWARE=[]):
+        bare = WSGIHandler()
+    checked = WSGIHandler()        # MIDDLEWARE = [TxnSafetyMiddleware]
+
+    def wsgi(handler: WSGIHandler) -> Callable[[], None]:
+        def request() -> None:
+            status, _, body = Request.blank("/cart/?n=1").call_application(handler)
+            b"".join(body)
+            assert status == "200 OK", status
+        return request
+
+    def orm(scoped: bool) -> Callable[[], None]:
+        def request() -> None:
+            if not scoped:
+                cart_work(1)
+                return
+            with txnsafety.request_scope("GET /cart/"):
+                cart_work(1)
+        return request
+
+    if http:
+        return {
+            "django": (_state(False, False), wsgi(bare)),
+            "installed, off": (_state(True, False), wsgi(checked)),
+            "checked": (_state(True, True), wsgi(checked)),
+        }
+    return {
+        "django": (_state(False, False), orm(False)),
+        "installed, off": (_state(True, False), orm(False)),
+        "checked": (_state(True, True), orm(True)),
+    }
+
+
+#: CPU time of this process: on a shared machine, time spent waiting for a core is not the
+#: checker's cost (``--wall`` switches to wall-clock time).
+_clock = time.process_time
+
+
+def compare(contenders: dict[str, tuple[Callable[[], None], Callable[[], None]]], *, baseline: str,
+            rounds: int, per_round: int, title: str) -> dict[str, float]:
+    """Interleave single requests: every round runs each contender ``per_round`` times, one
+    request at a time in rotating order (setup outside the timed part), so drift and noise hit
+    all contenders alike.  Returns the median seconds per request."""
+    names = list(contenders)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for setup, fn in contenders.values():  # warm up
+        setup()
+        for _ in range(5):
+            fn()
+    for r in range(rounds):
+        for i in range(per_round):
+            shift = (r * per_round + i) % len(names)
+            for name in names[shift:] + names[:shift]:
+                setup, fn = contenders[name]
+                setup()
+                start = _clock()
+                fn()
+                samples[name].append(_clock() - start)
+    medians = {name: statistics.median(v) for name, v in samples.items()}
+    print(title)
+    print(f"  {'contender':<18}{'median':>12}{'mean':>12}{'p10':>12}{'p90':>12}{'ratio':>9}")
+    for name in names:
+        values = sorted(samples[name])
+        print(f"  {name:<18}{medians[name] * 1e6:>10.0f}us{statistics.mean(values) * 1e6:>10.0f}us"
+              f"{values[len(values) // 10] * 1e6:>10.0f}us{values[(len(values) * 9) // 10] * 1e6:>10.0f}us"
+              f"{medians[name] / medians[baseline]:>9.3f}")
+    return medians
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--per-round", type=int, default=20)
+    parser.add_argument("--wall", action="store_true", help="time wall clock instead of process CPU time")
+    args = parser.parse_args()
+    global _clock
+    if args.wall:
+        _clock = time.perf_counter
+    print(f"clock: {'wall (perf_counter)' if args.wall else 'process CPU time (process_time)'}")
+    setup_data()
+    violations: list = []
+    txnsafety.add_listener(violations.append)
+    try:
+        medians = compare(make_contenders(http=True), baseline="django", rounds=args.rounds,
+                          per_round=args.per_round,
+                          title="Django WSGI request: 20 reads + 5 writes in one SQLite transaction")
+        ratio = medians["checked"] / medians["django"]
+        print(f"checker overhead per request: {100 * (ratio - 1):+.1f} %  (target: within +5 %)")
+        off = medians["installed, off"] / medians["django"]
+        print(f"installed but switched off:   {100 * (off - 1):+.1f} %\n")
+        bare = compare(make_contenders(http=False), baseline="django", rounds=args.rounds,
+                       per_round=args.per_round,
+                       title="ORM work alone (no HTTP): 20 reads + 5 writes, the worst case")
+        per_op = (bare["checked"] - bare["django"]) / 25
+        print(f"checker cost per read/write: {per_op * 1e6:.2f} us")
+    finally:
+        txnsafety.remove_listener(violations.append)
+        hooks.install()
+        txnsafety.settings.enabled = True
+    if violations:  # the benchmark's view is safe: a report would mean a false positive
+        raise SystemExit(f"unexpected violations: {violations}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Pins for every non-public Django surface txnsafety.django relies on.
+
+Each test names the attribute and the module that uses it, so a Django release
+that moves it fails here first, loudly, instead of silently turning the checker
+off.  (CI runs this suite under Django 4.2 LTS and the newest release.)
+"""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from django.db import connection, connections, transaction
+from django.db.models import Model
+from django.db.models.query import ModelIterable, QuerySet
+from django.test import TestCase
+
+from fixtures.django_app.models import Account, Restaurant
+from txnsafety.django import hooks
+
+
+def _moved(what: str, user: str) -> str:
+    return f"Django moved {what}; txnsafety/django/{user} depends on it and must be updated"
+
+
+HOOKS, TXNS = "hooks.py", "transactions.py"
+
+
+def test_model_from_db_is_a_classmethod_that_modeliterable_calls(sqlite_db):
+    # hooks.py replaces Model.from_db (the documented loading hook) with a wrapping classmethod.
+    assert isinstance(hooks._originals["Model.from_db"], classmethod), _moved("Model.from_db", HOOKS)
+    source = inspect.getsource(hooks._originals["ModelIterable.__iter__"])
+    assert ".from_db(" in source, _moved("ModelIterable.__iter__'s call of from_db", HOOKS)
+
+
+def test_queryset_evaluation_goes_through_modeliterable(sqlite_db):
+    # hooks.py wraps ModelIterable.__iter__ (private) to tag FOR UPDATE reads.
+    assert Account.objects.all()._iterable_class is ModelIterable, _moved("QuerySet's ModelIterable", HOOKS)
+    assert ModelIterable.__iter__ is hooks._model_iter, "the FOR UPDATE hook is not installed"
+
+
+def test_query_select_for_update_flag():
+    qs = Account.objects.all()
+    assert qs.query.select_for_update is False, _moved("Query.select_for_update", HOOKS)
+    assert qs.select_for_update().query.select_for_update is True, _moved("Query.select_for_update", HOOKS)
+
+
+def test_atomic_blocks_stack_and_in_atomic_block(sqlite_db):
+    # transactions.py reads connection.in_atomic_block / atomic_blocks; hooks.py wraps Atomic.__enter__.
+    assert connection.in_atomic_block is False, _moved("BaseDatabaseWrapper.in_atomic_block", TXNS)
+    assert connection.atomic_blocks == [], _moved("BaseDatabaseWrapper.atomic_blocks", TXNS)
+    block = transaction.atomic()
+    assert isinstance(block, transaction.Atomic), _moved("django.db.transaction.Atomic", HOOKS)
+    assert block._from_testcase is False, _moved("Atomic._from_testcase", TXNS)
+    with block:
+        assert connection.in_atomic_block is True
+        assert connection.atomic_blocks[-1] is block, _moved("Atomic.__enter__ pushing atomic_blocks", HOOKS)
+        inner = transaction.atomic()
+        with inner:
+            assert connection.atomic_blocks == [block, inner]
+    assert connection.atomic_blocks == []
+    assert transaction.get_connection("default") is connections["default"], _moved(
+        "transaction.get_connection", HOOKS)
+    assert transaction.Atomic.__enter__ is hooks._atomic_enter, "the Atomic.__enter__ hook is not installed"
+
+
+@pytest.mark.usefixtures("sqlite_tables")
+class TestCaseAtomicsAreTagged(TestCase):
+    databases = {"default"}
+
+    def test_testcase_tags_its_atomics(self):
+        assert connection.atomic_blocks, _moved("TestCase's atomic blocks", TXNS)
+        assert all(b._from_testcase for b in connection.atomic_blocks), _moved(
+            "TestCase's Atomic._from_testcase tagging", TXNS)
+
+
+def test_queryset_db_attribute():
+    # hooks._bulk_update reads QuerySet._db (the alias given to using()).
+    assert Account.objects.using("pg")._db == "pg", _moved("QuerySet._db", HOOKS)
+    assert Account.objects.all()._db is None, _moved("QuerySet._db", HOOKS)
+
+
+def test_refresh_from_db_loads_through_a_temporary_from_db_instance(sqlite_db):
+    # hooks._refresh_from_db relies on: `fields` being the second positional parameter, and the
+    # reload going through from_db on a *different* instance.
+    params = list(inspect.signature(hooks._originals["Model.refresh_from_db"]).parameters)
+    assert params[:3] == ["self", "using", "fields"], _moved("Model.refresh_from_db's signature", HOOKS)
+    account = Account.objects.get(pk=1)
+    holders = []
+    real = hooks._Refresh
+
+    def capture():
+        holders.append(real())
+        return holders[-1]
+
+    hooks._Refresh = capture
+    try:
+        account.refresh_from_db()
+    finally:
+        hooks._Refresh = real
+    (holder,) = holders
+    assert len(holder.temps) == 1 and holder.temps[0] is not account, _moved(
+        "refresh_from_db's temporary instance", HOOKS)
+
+
+def test_pre_save_is_sent_before_save_base_opens_its_own_atomic(sqlite_db):
+    # hooks._pre_save judges the write in the caller's transaction; save_base opens an atomic
+    # block for multi-table inheritance *after* sending pre_save.
+    from django.db.models.signals import pre_save
+    states = []
+
+    def receiver(sender, instance, **kwargs):
+        states.append(connection.in_atomic_block)
+
+    pre_save.connect(receiver, sender=Restaurant)
+    try:
+        restaurant = Restaurant.objects.get(pk=1)
+        import txnsafety
+        with txnsafety.suppress(reason="only the signal's timing is under test"):
+            restaurant.save()
+    finally:
+        pre_save.disconnect(receiver, sender=Restaurant)
+    assert states == [False], _moved("pre_save relative to save_base's atomic", HOOKS)
+
+
+def test_model_state_and_meta_attributes(sqlite_db):
+    account = Account.objects.get(pk=1)
+    assert account._state.adding is False and account._state.db == "default", _moved("Model._state", HOOKS)
+    assert Account._meta.concrete_model is Account, _moved("Options.concrete_model", HOOKS)
+    assert Model.__dict__.get("refresh_from_db") is hooks._refresh_from_db, "refresh hook not installed"
+    assert QuerySet.bulk_update is hooks._bulk_update and QuerySet.bulk_update.alters_data
+
+
+def test_postgresql_isolation_level_enum():
+    # transactions.py normalises OPTIONS["isolation_level"] with Django's own IsolationLevel.
+    from django.db.backends.postgresql.psycopg_any import IsolationLevel
+    moved = _moved("psycopg_any.IsolationLevel", TXNS)
+    assert IsolationLevel.REPEATABLE_READ.name == "REPEATABLE_READ", moved

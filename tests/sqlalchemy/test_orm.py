@@ -1,0 +1,395 @@
+"""The SQLAlchemy integration on real SQLite and PostgreSQL, without a web server.
+
+How reads, writes and transactions are seen; the isolation verdicts; every kind of
+thing ``instrument()`` accepts; the refetcher; what is deliberately not reported.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from sqlalchemy import create_engine, event, select, update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, scoped_session, selectinload, sessionmaker
+
+import txnsafety
+from fixtures.sqla_app.engines import async_stack, sync_stack
+from fixtures.sqla_app.models import Account, Counter, Entry, LockedCounter, Note, Tally, reset
+from txnsafety import adapters
+from txnsafety.sqlalchemy import instrument, is_instrumented, sqlite_transactions, transaction_of
+
+from .conftest import is_pg
+
+
+@pytest.fixture
+def stack(fresh_db):
+    s = sync_stack(fresh_db)
+    yield s
+    s.dispose()
+
+
+def stamp(obj):
+    return txnsafety.read_stamp(obj)
+
+
+# -- instrument() ---------------------------------------------------------------------
+
+def test_instrument_accepts_every_kind_of_session_factory(fresh_db):
+    engine = create_engine(fresh_db)
+    try:
+        single = Session(engine)
+        maker = sessionmaker(engine)
+        scoped = scoped_session(sessionmaker(engine))
+
+        class AppSession(Session):
+            pass
+
+        for target, make in [(single, lambda: single), (maker, maker), (scoped, scoped), (AppSession, lambda: AppSession(engine))]:
+            assert instrument(target) is target
+            session = make()
+            assert is_instrumented(session)
+            acct = session.get(Account, 1)
+            assert stamp(acct) is not None and stamp(acct).transaction == transaction_of(session)
+            session.rollback()
+            session.close()
+        scoped.remove()
+        assert not is_instrumented(sessionmaker(engine)())  # another factory stays unchecked
+    finally:
+        engine.dispose()
+
+
+def test_instrument_is_idempotent_and_rejects_other_things(stack, txnsafety_violations):
+    instrument(stack.Auto)
+    instrument(stack.Auto)
+    with stack.Auto() as session:
+        acct = session.get(Account, 1)
+        acct.balance += 1
+        session.commit()
+    assert txnsafety_violations.codes() == ["TXN102"]      # once, not twice
+    with pytest.raises(TypeError, match="instrument"):
+        instrument(object())
+
+
+def test_async_session_and_async_sessionmaker(fresh_db, txnsafety_violations):
+    from sqlalchemy.ext.asyncio import AsyncSession, async_scoped_session, async_sessionmaker
+
+    async def main():
+        astack = async_stack(fresh_db)        # its makers are instrumented
+        try:
+            async with astack.Auto() as session:
+                assert is_instrumented(session)
+                acct = await session.get(Account, 1)
+                acct.balance += 1
+                await session.commit()
+            other = async_sessionmaker(astack.main)          # not instrumented: shares no class
+            async with other() as session:
+                assert not is_instrumented(session)
+            single = AsyncSession(astack.auto)
+            instrument(single)
+            tally = await single.get(Tally, 1)
+            assert stamp(tally) is not None and stamp(tally).transaction is None   # AUTOCOMMIT
+            await single.close()
+            scoped = async_scoped_session(async_sessionmaker(astack.main), scopefunc=asyncio.current_task)
+            instrument(scoped)
+            assert is_instrumented(scoped())
+            await scoped.remove()
+        finally:
+            await astack.dispose()
+    asyncio.run(main())
+    assert txnsafety_violations.codes() == ["TXN102"]
+    assert txnsafety_violations[0].write_site.function == "main"   # the user's coroutine, across the greenlet
+
+
+def test_flask_sqlalchemy_extension(fresh_db, txnsafety_violations):
+    from flask import Flask
+    from flask_sqlalchemy import SQLAlchemy
+    app = Flask(__name__)
+    app.config["SQLALCHEMY_DATABASE_URI"] = fresh_db
+    db = SQLAlchemy()
+    db.init_app(app)
+    assert instrument(db) is db
+    with app.app_context():
+        acct = db.session.get(Account, 1)
+        assert stamp(acct).transaction == transaction_of(db.session)
+        db.session.rollback()
+        db.engine.dispose()
+
+
+def test_uninstrumented_sessions_cost_nothing_and_report_nothing(fresh_db, txnsafety_violations):
+    engine = create_engine(fresh_db, isolation_level="AUTOCOMMIT")
+    with Session(engine) as session:
+        acct = session.get(Account, 1)
+        assert stamp(acct) is None
+        acct.balance += 1
+        session.commit()
+    engine.dispose()
+    assert txnsafety_violations == []
+
+
+# -- transactions -----------------------------------------------------------------------
+
+def test_each_root_transaction_has_its_own_identity_savepoints_share_it(stack):
+    with stack.Main() as session:
+        acct = session.get(Account, 1)
+        first = stamp(acct).transaction
+        assert first is not None and first == transaction_of(session) and not first.is_savepoint
+        with session.begin_nested():
+            entry = session.get(Entry, 1)
+            assert stamp(entry).transaction.root_id == first.root_id
+        session.commit()
+        assert transaction_of(session) is None                  # between roots: none
+        session.refresh(acct)                                   # autobegins the next root
+        second = stamp(acct).transaction
+        assert second.root_id != first.root_id
+        session.rollback()
+        session.get(Account, 1, populate_existing=True)
+        assert stamp(acct).transaction.root_id not in (first.root_id, second.root_id)
+
+
+def test_isolation_verdicts(stack):
+    with stack.Main() as main, stack.Weak() as weak, stack.Auto() as auto:
+        main.get(Account, 1)
+        weak.get(Account, 1)
+        auto.get(Account, 1)
+        assert transaction_of(main).prevents_lost_update is True
+        assert transaction_of(weak).prevents_lost_update is False
+        assert transaction_of(auto) is None
+        if is_pg(stack.url):
+            assert transaction_of(main).isolation == "REPEATABLE READ"
+            assert transaction_of(weak).isolation == "READ COMMITTED"
+        else:
+            assert "legacy mode" in transaction_of(weak).isolation
+    if is_pg(stack.url):
+        with Session(stack.main) as session:
+            instrument(session)
+            session.connection(execution_options={"isolation_level": "SERIALIZABLE"})
+            assert transaction_of(session).isolation == "SERIALIZABLE"
+            assert transaction_of(session).prevents_lost_update
+
+
+def test_reads_through_select_relationships_and_refresh(stack):
+    with stack.Main() as session:
+        acct = session.execute(select(Account).where(Account.id == 1)).scalar_one()
+        first = stamp(acct)
+        assert first is not None and first.for_update is False
+        entry = acct.entries[0]                                 # lazy relationship load
+        assert stamp(entry) is not None and stamp(entry).transaction == first.transaction
+        session.expire(acct, ["balance"])
+        acct.balance                                            # partial refresh: keeps the old stamp
+        assert stamp(acct) is first
+        session.refresh(acct)                                   # a full refresh re-stamps
+        assert stamp(acct).tick > first.tick
+        session.expunge_all()
+        again = session.execute(select(Account).options(selectinload(Account.entries))).scalar_one()
+        assert stamp(again) is not None and stamp(again.entries[0]) is not None
+
+
+def test_for_update_reads(stack):
+    with stack.Weak() as session:
+        acct = session.execute(select(Account).with_for_update()).scalar_one()
+        entry = session.execute(select(Entry)).scalar_one()
+        # SQLite renders no FOR UPDATE: nothing was locked.
+        assert stamp(acct).for_update is is_pg(stack.url)
+        assert stamp(entry).for_update is False
+    with stack.Weak() as session:
+        acct = session.get(Account, 1)
+        session.refresh(acct, with_for_update=True)             # a non-stale locked refresh
+        assert stamp(acct).for_update is is_pg(stack.url)
+        assert stamp(acct).stale_lock is False
+
+
+# -- writes -------------------------------------------------------------------------------
+
+def test_internal_stomping_across_sessions_at_read_committed(stack, txnsafety_violations):
+    if not is_pg(stack.url):
+        pytest.skip("on SQLite the second writer fails with 'database is locked' (see the recipe test)")
+    with stack.Weak() as outer, stack.Weak() as inner:
+        mine = outer.get(Account, 1)
+        theirs = inner.get(Account, 1)
+        theirs.balance += 5
+        inner.commit()
+        mine.balance += 10
+        outer.commit()
+    assert txnsafety_violations.codes() == ["TXN109", "TXN109", "TXN103"]
+    with stack.plain.connect() as conn:
+        assert conn.execute(select(Account.balance)).scalar_one() == 110   # the +5 is gone
+
+
+def test_relationship_only_change_is_not_a_write_of_the_parent(stack, txnsafety_violations):
+    with stack.Auto() as session:
+        acct = session.get(Account, 1)
+        acct.entries.append(Entry(id=2, amount=1))              # INSERT of the child only
+        session.commit()
+    assert txnsafety_violations == []
+
+
+def test_creations_need_no_read_protection(stack, txnsafety_violations):
+    with stack.Auto() as session:
+        session.add(Account(id=2, balance=0))
+        session.commit()
+        session.add(Note(id=2, text="x"))
+        session.commit()
+    assert txnsafety_violations == []
+
+
+def test_models_without_policy_are_unchecked_unless_strict(stack, txnsafety_violations):
+    with stack.Auto() as session:
+        note = session.get(Note, 1)
+        note.text = "a"
+        session.commit()
+    assert txnsafety_violations == []
+    txnsafety.configure(strict=True)
+    try:
+        with stack.Auto() as session:
+            note = session.get(Note, 1)
+            note.text = "b"
+            session.commit()
+    finally:
+        txnsafety.configure(strict=False)
+    assert txnsafety_violations.codes() == ["TXN102"]
+
+
+def test_bulk_statements_are_never_reported(stack, txnsafety_violations):
+    for factory in (stack.Auto, stack.Weak):
+        with factory() as session:
+            session.get(Account, 1)
+            session.execute(update(Account).where(Account.id == 1).values(balance=Account.balance + 1))
+            session.execute(update(Account), [{"id": 1, "owner": "bob"}])     # bulk UPDATE by primary key
+            session.commit()
+    assert txnsafety_violations == []
+
+
+def test_stale_lock_inside_one_serializable_transaction_is_not_reported(stack, txnsafety_violations):
+    with stack.Main() as session:
+        acct = session.get(Account, 1)
+        session.get(Account, 1, with_for_update=True)           # same snapshot: nothing is stale
+        acct.balance += 1
+        session.commit()
+    assert txnsafety_violations == []
+
+
+def test_stale_lock_after_another_transaction_is_reported(stack, txnsafety_violations):
+    with stack.Main(expire_on_commit=False) as session:
+        acct = session.get(Account, 1)
+        session.commit()
+        session.execute(select(Account).with_for_update()).scalar_one()
+        acct.balance += 1
+        session.commit()
+    expected = ["TXN104", "TXN112"] if is_pg(stack.url) else ["TXN104"]
+    assert txnsafety_violations.codes() == expected
+
+
+def test_for_update_of_an_identity_map_object_on_autocommit_is_txn108(stack, txnsafety_violations):
+    with stack.Auto() as session:
+        session.get(Account, 1)
+        session.get(Account, 1, with_for_update=True)
+    assert txnsafety_violations.codes() == ["TXN108"]
+
+
+# -- SQLite: the verdict is the database's behaviour ---------------------------------------
+
+def _interleaved_increments(engine) -> int:
+    """Two Sessions both read counter 1, then both write: returns the final value."""
+    with engine.begin() as conn:
+        conn.execute(update(Counter).values(n=0))
+    first, second = Session(engine), Session(engine)
+    try:
+        a, b = first.get(Counter, 1), second.get(Counter, 1)
+        a.n += 1
+        first.commit()
+        b.n += 1
+        second.commit()
+    finally:
+        first.close()
+        second.close()
+    with engine.connect() as conn:
+        return conn.execute(select(Counter.n)).scalar_one()
+
+
+def test_sqlite_legacy_driver_mode_loses_updates_and_the_recipe_prevents_it(sqlite_url):
+    with create_engine(sqlite_url).begin() as conn:
+        reset(conn)
+    legacy = create_engine(sqlite_url)
+    assert _interleaved_increments(legacy) == 1                     # lost update: TXN109 is right
+    legacy.dispose()
+    recipe = sqlite_transactions(create_engine(sqlite_url, connect_args={"timeout": 0.2}))
+    with pytest.raises(OperationalError, match="locked"):
+        _interleaved_increments(recipe)                             # refused, not lost
+    recipe.dispose()
+
+
+# -- the refetcher (fetch_under_lock) -------------------------------------------------------
+
+def test_refetch_refreshes_in_place_and_restamps(stack):
+    with stack.Weak() as session:
+        acct = session.get(Account, 1)
+        before = stamp(acct)
+        with stack.plain.begin() as conn:
+            conn.execute(update(Account).values(balance=7))
+        assert adapters.refetch(acct) is acct
+        assert acct.balance == 7 and stamp(acct).tick > before.tick
+    with pytest.raises(TypeError, match="detached"):
+        adapters.refetch(acct)
+
+
+def test_async_refetch_uses_the_async_session(fresh_db):
+    async def main():
+        astack = async_stack(fresh_db)
+        try:
+            async with astack.Weak() as session:
+                acct = await session.get(Account, 1)
+                async with astack.plain.begin() as conn:
+                    await conn.execute(update(Account).values(balance=8))
+                assert await adapters.arefetch(acct) is acct
+                assert acct.balance == 8
+        finally:
+            await astack.dispose()
+    asyncio.run(main())
+
+
+def test_fetch_under_lock_with_sqlalchemy_entities(stack, txnsafety_violations):
+    from txnsafety.locks import fetch_under_lock, user_write_lock
+    with stack.Weak() as session:
+        counter = session.get(LockedCounter, 1)                 # read without the lock
+        with fetch_under_lock(counter) as locked:
+            locked.n += 1
+            session.commit()
+    assert txnsafety_violations == []
+    with stack.Weak() as session:
+        counter = session.get(LockedCounter, 1)
+        with user_write_lock("counter:1"):                      # the lock, but the read was outside
+            counter.n += 1
+            session.commit()
+    assert txnsafety_violations.codes() == ["TXN101"]
+
+
+def test_checker_errors_never_break_the_session(stack, txnsafety_violations, caplog, monkeypatch):
+    from txnsafety.sqlalchemy import events
+    monkeypatch.setattr(events, "verdict_for", lambda connection: 1 / 0)
+    with stack.Main() as session:
+        acct = session.get(Account, 1)
+        assert transaction_of(session).prevents_lost_update is False
+        acct.balance += 1
+        session.commit()
+    assert "could not determine the isolation" in caplog.text
+    assert txnsafety_violations.codes() == ["TXN109"]          # unknown isolation: assumed weak
+
+
+def test_concurrent_sessions_in_threads_keep_their_own_transactions(stack):
+    barrier = threading.Barrier(2)
+    seen = {}
+
+    def work(name):
+        with txnsafety.request_scope(name), stack.Main() as session:
+            session.get(Account, 1)
+            barrier.wait(30)
+            seen[name] = transaction_of(session).root_id
+            session.rollback()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(set(seen.values())) == 2

@@ -1,0 +1,129 @@
+"""Pins for the SQLAlchemy internals the integration relies on.
+
+Each private attribute or behaviour used by ``txnsafety/sqlalchemy/events.py``
+where no public hook exists is asserted here, so that a SQLAlchemy release that
+moves it fails these tests loudly instead of silently weakening the checker.
+
+* ``Select._for_update_arg`` — whether a statement is FOR UPDATE (no public
+  accessor), read in ``do_orm_execute`` (``ORMExecuteState.statement``) and in the
+  load/refresh events (``QueryContext.query``).
+* ``QueryContext.query`` — the statement a load/refresh event belongs to.
+* ``ORMExecuteState.load_options._populate_existing`` — ``populate_existing`` given
+  as a loader option rather than an execution option (fallback only).
+* Behaviour: a FOR UPDATE re-read of an object already in the identity map emits
+  no load/refresh event (the stale-lock trap we detect) and ``populate_existing``
+  turns it into a refresh event; ``refresh`` gets ``attrs=None`` for a full
+  ``Session.refresh``; the asyncio extension runs the ORM in a greenlet whose
+  parent holds the user's frames (``greenlet.getcurrent().parent.gr_frame``).
+"""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import create_engine, event, select
+from sqlalchemy.orm import Mapper, Session
+
+from fixtures.sqla_app.models import Account, reset
+
+
+@pytest.fixture
+def engine(sqlite_url):
+    eng = create_engine(sqlite_url)
+    with eng.begin() as conn:
+        reset(conn)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def events():
+    """Record the load/refresh events (and what the private attributes say)."""
+    seen: list[tuple] = []
+
+    def on_load(target, context):
+        seen.append(("load", context.query._for_update_arg is not None))
+
+    def on_refresh(target, context, attrs):
+        seen.append(("refresh", context.query._for_update_arg is not None, attrs))
+
+    event.listen(Mapper, "load", on_load)
+    event.listen(Mapper, "refresh", on_refresh)
+    yield seen
+    event.remove(Mapper, "load", on_load)
+    event.remove(Mapper, "refresh", on_refresh)
+
+
+def test_select_for_update_arg_is_where_we_read_it():
+    assert select(Account)._for_update_arg is None
+    assert select(Account).with_for_update()._for_update_arg is not None
+    assert select(Account).with_for_update(nowait=True)._for_update_arg.nowait is True
+
+
+def test_do_orm_execute_sees_for_update_and_populate_existing(engine):
+    seen = []
+    with Session(engine) as session:
+        @event.listens_for(session, "do_orm_execute")
+        def capture(state):
+            if state.is_select:
+                seen.append((state.statement._for_update_arg is not None,
+                             bool(state.execution_options.get("populate_existing")
+                                  or state.load_options._populate_existing)))
+        session.get(Account, 1)
+        session.get(Account, 1, with_for_update=True)
+        session.execute(select(Account).with_for_update().execution_options(populate_existing=True)).all()
+        session.get(Account, 1, with_for_update=True, populate_existing=True)
+    assert seen == [(False, False), (True, False), (True, True), (True, True)]
+
+
+def test_load_and_refresh_events_carry_the_statement(engine, events):
+    columns = {"id", "balance", "owner"}
+    with Session(engine) as session:
+        acct = session.get(Account, 1)
+        assert events == [("load", False)]
+        del events[:]
+        session.get(Account, 1, with_for_update=True)          # identity-map hit: columns not refreshed
+        assert all(e[0] == "refresh" and e[1] is True and not (columns & set(e[2])) for e in events), events
+        del events[:]
+        session.get(Account, 1, with_for_update=True, populate_existing=True)
+        assert events == [("refresh", True, None)]
+        del events[:]
+        session.refresh(acct)
+        assert events == [("refresh", False, None)]
+        del events[:]
+        session.expire(acct, ["balance"])
+        acct.balance
+        assert len(events) == 1 and events[0][:2] == ("refresh", False)
+        assert "balance" in events[0][2] and not {"id", "owner"} & set(events[0][2])
+
+
+def test_async_orm_runs_in_a_greenlet_whose_parent_holds_the_user_frames(sqlite_url):
+    import greenlet
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    from fixtures.sqla_app.engines import async_url
+    found = []
+
+    def on_load(target, context):
+        parent = greenlet.getcurrent().parent
+        frame = parent.gr_frame if parent is not None else None
+        names = []
+        while frame is not None:
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        found.append(names)
+
+    async def user_coroutine():
+        engine = create_async_engine(async_url(sqlite_url))
+        async with AsyncSession(engine) as session:
+            await session.get(Account, 1)
+        await engine.dispose()
+
+    with create_engine(sqlite_url).begin() as conn:
+        reset(conn)
+    event.listen(Mapper, "load", on_load)
+    try:
+        asyncio.run(user_coroutine())
+    finally:
+        event.remove(Mapper, "load", on_load)
+    assert found and "user_coroutine" in found[0]

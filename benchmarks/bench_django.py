@@ -37,9 +37,11 @@ def _configure() -> None:
     from fixtures.django_app.settings import build
     if settings.configured:  # imported again as the URLconf (the script itself is __main__)
         return
-    settings.configure(**build(os.path.join(_TMP, "bench.sqlite3"),
-                               ROOT_URLCONF="benchmarks.bench_django",
-                               TXNSAFETY={"MODE": "log", "ENABLED": True}))
+    conf = build(os.path.join(_TMP, "bench.sqlite3"), ROOT_URLCONF="benchmarks.bench_django",
+                 TXNSAFETY={"MODE": "log", "ENABLED": True})
+    conf["INSTALLED_APPS"] = ["django.contrib.contenttypes", "django.contrib.auth", "django.contrib.sessions",
+                              "django.contrib.messages", *conf["INSTALLED_APPS"]]
+    settings.configure(**conf)
     settings.DATABASES["default"]["CONN_MAX_AGE"] = None   # persistent, as in production
     django.setup()
 
@@ -65,6 +67,18 @@ from webob import Request  # noqa: E402
 import txnsafety  # noqa: E402
 from fixtures.django_app.models import Account, Counter  # noqa: E402
 from txnsafety.django import hooks  # noqa: E402
+
+#: ``django-admin startproject``'s MIDDLEWARE: what a real project runs on every request.
+DEFAULT_STACK = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+OURS = "txnsafety.django.middleware.TxnSafetyMiddleware"
 
 N_ACCOUNTS = 15
 N_COUNTERS = 5
@@ -108,11 +122,14 @@ def _state(installed: bool, enabled: bool) -> Callable[[], None]:
     return apply
 
 
-def make_contenders(http: bool) -> dict[str, tuple[Callable[[], None], Callable[[], None]]]:
-    """name -> (setup run before each timed batch, one request)."""
-    with override_settings(MIDDLEWARE=[]):
+def make_contenders(http: bool, stack: list[str] | None = None
+                    ) -> dict[str, tuple[Callable[[], None], Callable[[], None]]]:
+    """name -> (setup run before each timed request, one request)."""
+    stack = stack or []
+    with override_settings(MIDDLEWARE=stack):
         bare = WSGIHandler()
-    checked = WSGIHandler()        # MIDDLEWARE = [TxnSafetyMiddleware]
+    with override_settings(MIDDLEWARE=[OURS, *stack]):
+        checked = WSGIHandler()
 
     def wsgi(handler: WSGIHandler) -> Callable[[], None]:
         def request() -> None:
@@ -193,13 +210,16 @@ def main() -> None:
     violations: list = []
     txnsafety.add_listener(violations.append)
     try:
-        medians = compare(make_contenders(http=True), baseline="django", rounds=args.rounds,
-                          per_round=args.per_round,
-                          title="Django WSGI request: 20 reads + 5 writes in one SQLite transaction")
-        ratio = medians["checked"] / medians["django"]
-        print(f"checker overhead per request: {100 * (ratio - 1):+.1f} %  (target: within +5 %)")
-        off = medians["installed, off"] / medians["django"]
-        print(f"installed but switched off:   {100 * (off - 1):+.1f} %\n")
+        for stack, label in (([], "no other middleware (worst case)"),
+                             (DEFAULT_STACK, "startproject's default middleware")):
+            medians = compare(make_contenders(http=True, stack=stack), baseline="django", rounds=args.rounds,
+                              per_round=args.per_round,
+                              title=f"Django WSGI request, {label}:\n"
+                                    "  20 reads + 5 writes in one SQLite transaction")
+            ratio = medians["checked"] / medians["django"]
+            print(f"checker overhead per request: {100 * (ratio - 1):+.1f} %  (target: within +5 %)")
+            off = medians["installed, off"] / medians["django"]
+            print(f"installed but switched off:   {100 * (off - 1):+.1f} %\n")
         bare = compare(make_contenders(http=False), baseline="django", rounds=args.rounds,
                        per_round=args.per_round,
                        title="ORM work alone (no HTTP): 20 reads + 5 writes, the worst case")

@@ -89,11 +89,10 @@ def make_request(maker: sessionmaker, checked: bool) -> Callable[[], None]:
 
 def _set_listeners(on: bool) -> None:
     """Install or remove txnsafety's global mapper listeners (not timed)."""
-    for name, fn in ts_events._MAPPER_EVENTS:
-        if on and not event.contains(Mapper, name, fn):
-            event.listen(Mapper, name, fn)
-        elif not on and event.contains(Mapper, name, fn):
-            event.remove(Mapper, name, fn)
+    if on:
+        ts_events._install_mapper_events()
+    else:
+        ts_events._uninstall_mapper_events()
     txnsafety.settings.enabled = on
 
 

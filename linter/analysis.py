@@ -272,6 +272,7 @@ class ModuleInfo:
         self.frameworks: set[str] = set()
         self.versioned: set[str] = set(vocab_cfg.versioned_models)
         self.txn_targets: dict[str, bool] = {}
+        self.imports: dict[str, tuple[str, str, int]] = {}
         self.functions: list[tuple[ast.AST, Optional[str]]] = []
         runner_text = _RUNNER_RE.search(source) is not None or any(
             n.split(".")[-1] in source for n in vocab_cfg.retrying_transactions | vocab_cfg.transactions)
@@ -280,7 +281,11 @@ class ModuleInfo:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     self._import(a.name)
-            elif isinstance(node, ast.ImportFrom) and node.module:
+            elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+                for a in node.names:
+                    self.imports[a.asname or a.name] = (node.module or "", a.name, node.level)
+                if not node.module:
+                    continue
                 self._import(node.module)
                 for a in node.names:
                     self._import(node.module + "." + a.name)
@@ -726,6 +731,8 @@ class FunctionAnalyzer:
 
     def assign(self, targets, value: cst.BaseExpression, node: cst.CSTNode) -> None:
         line = self.line(node)
+        while isinstance(value, cst.Await):
+            value = value.expression
         info = self.classify_get(value) if isinstance(value, cst.Call) else None
         if info is not None:
             self.record_get(value, info)
@@ -1481,37 +1488,57 @@ class ModuleAnalyzer:
         self.findings.append(f)
 
     def run(self) -> list[Finding]:
-        if not self.prefilter.module_relevant(self.source):
+        """Analyse this module on its own (flake8 sees one file at a time)."""
+        if not self.prepare():
             return []
+        self.analyze()
+        self.resolve_calls([self], self.call_sites, lambda site: self.functions.get(site.callee))
+        return self.results()
+
+    def prepare(self) -> bool:
+        """Cheap stage: is the module worth analysing, and which functions."""
+        if not self.prefilter.module_relevant(self.source):
+            return False
         if self.tree is None:
             self.tree = ast.parse(self.source)
         self.info = ModuleInfo(self.tree, self.cfg, self.source)
         self.vocab = vocab_for(self.info.frameworks, self.cfg)
         lines = self.source.splitlines(keepends=True)
-        picked = []
-        rest = []
+        self.picked = []
+        self.rest = []
         for fnode, cls in self.info.functions:
             start = min([fnode.lineno] + [d.lineno for d in fnode.decorator_list])
             end = fnode.end_lineno or fnode.lineno
             text = "".join(lines[start - 1:end])
             if fnode.name in self.info.txn_targets or self.prefilter.function_relevant(text):
-                picked.append((fnode, cls, start, text))
+                self.picked.append((fnode, cls, start, text))
                 self.function_names.add(fnode.name)
             else:
-                rest.append((fnode, cls, start, text))
-        if picked and rest:
-            # callers of picked helpers: under a lock, or holding a read of their own
-            calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in
-                                                                self.function_names)))
-            for item in rest:
+                self.rest.append((fnode, cls, start, text))
+        return True
+
+    def helper_names(self) -> set[str]:
+        """Module-level functions that other modules may call (picked ones)."""
+        return {fnode.name for fnode, cls, _s, _t in self.picked if cls is None}
+
+    def analyze(self, external: Optional[set[str]] = None) -> None:
+        """libcst stage.  ``external``: names imported from other modules that are helpers."""
+        callee_names = set(self.function_names) | set(external or ())
+        self.function_names = callee_names
+        if callee_names and self.rest:
+            # callers of helpers: under a lock, or holding a read of their own
+            calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in callee_names)))
+            for item in self.rest:
                 text = item[3]
                 if calls.search(text) and (self.prefilter.txn.search(text) or
                                            self.prefilter.gets.search(text)):
-                    picked.append(item)
-            picked.sort(key=lambda it: it[2])
-        for fnode, cls, start, text in picked:
+                    self.picked.append(item)
+            self.rest = []
+            self.picked.sort(key=lambda it: it[2])
+        for fnode, cls, start, text in self.picked:
             self.analyze_function(fnode, cls, start, text)
-        self.resolve_calls()
+
+    def results(self) -> list[Finding]:
         seen = set()
         out = []
         for f in sorted(self.findings, key=Finding.sort_key):
@@ -1542,21 +1569,27 @@ class ModuleAnalyzer:
         fa.run()
         self.functions.setdefault(fnode.name, fa)
 
-    def resolve_calls(self) -> None:
-        callers: dict[str, list[CallSite]] = {}
-        for site in self.call_sites:
-            callers.setdefault(site.callee, []).append(site)
-            callee = self.functions.get(site.callee)
+    @staticmethod
+    def resolve_calls(modules: list, call_sites: list, lookup) -> None:
+        """Join call sites to the functions they call (``lookup(site)`` finds the callee)."""
+        callers: dict[int, list[CallSite]] = {}
+        analyzers: dict[int, FunctionAnalyzer] = {}
+        for site in call_sites:
+            callee = lookup(site)
             if callee is None or callee is site.caller:
                 continue
-            self._param_writes(site, callee)
-            self._internal(site, callee)
-        # unprotected helpers that every caller in the module calls under protection
-        for name, fa in self.functions.items():
-            sites = callers.get(name, [])
-            if fa.deferred and sites and all(s.stack for s in sites):
-                continue
-            self.findings.extend(fa.deferred)
+            callers.setdefault(id(callee), []).append(site)
+            analyzers[id(callee)] = callee
+            mod = site.caller.mod
+            mod._param_writes(site, callee)
+            mod._internal(site, callee)
+        # an unprotected helper whose every caller calls it under protection is fine
+        for mod in modules:
+            for fa in mod.functions.values():
+                sites = callers.get(id(fa), [])
+                if fa.deferred and not (sites and all(s.stack for s in sites)):
+                    mod.findings.extend(fa.deferred)
+                fa.deferred = []
 
     def _param_writes(self, site: CallSite, callee: FunctionAnalyzer) -> None:
         order = [p for p in callee.param_order]
@@ -1608,3 +1641,85 @@ def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = ""
     mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter)
     findings = mod.run()
     return [Finding(f.line, f.col, f.code, f.message, filename) for f in findings]
+
+
+# ---------------------------------------------------------------- whole project (CLI)
+
+def _module_names(path: str, roots: Sequence[str]) -> list[str]:
+    import os
+    names = []
+    ap = os.path.abspath(path)
+    for root in roots:
+        r = os.path.abspath(root)
+        if os.path.isfile(r):
+            r = os.path.dirname(r)
+        for base in (r, os.path.dirname(r)):
+            if ap.startswith(base + os.sep):
+                rel = os.path.relpath(ap, base)[:-3].replace(os.sep, ".")
+                if rel.endswith(".__init__"):
+                    rel = rel[: -len(".__init__")]
+                names.append(rel)
+    return names
+
+
+def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Config] = None,
+                    roots: Sequence[str] = (), prefilter: Optional[Prefilter] = None
+                    ) -> dict[str, list[Finding]]:
+    """Analyse many modules and join calls between them (``from x import helper``)."""
+    cfg = cfg or Config()
+    prefilter = prefilter or Prefilter(cfg)
+    mods: dict[str, ModuleAnalyzer] = {}
+    index: dict[str, ModuleAnalyzer] = {}
+    dotted_of: dict[int, str] = {}
+    for path, source, tree in files:
+        m = ModuleAnalyzer(source, tree, cfg, path, prefilter)
+        if not m.prepare():
+            continue
+        mods[path] = m
+        for name in _module_names(path, roots or ["."]):
+            dotted_of.setdefault(id(m), name)
+            parts = name.split(".")
+            for i in range(len(parts)):
+                index.setdefault(".".join(parts[i:]), m)
+    helpers = {id(m): m.helper_names() for m in mods.values()}
+
+    def target(m: ModuleAnalyzer, alias: str) -> Optional[tuple[ModuleAnalyzer, str]]:
+        modname, name, level = m.info.imports[alias]
+        if level:
+            here = dotted_of.get(id(m), "")
+            parts = here.split(".") if here else []
+            is_pkg = m.filename.endswith("__init__.py")
+            base = parts if is_pkg else parts[:-1]
+            if level - 1:
+                base = base[: -(level - 1)] if len(base) >= level - 1 else []
+            modname = ".".join(base + ([modname] if modname else []))
+        other = index.get(modname)
+        if other is None or other is m:
+            return None
+        return other, name
+
+    for m in mods.values():
+        external = set()
+        for alias in m.info.imports:
+            t = target(m, alias)
+            if t is not None and t[1] in helpers[id(t[0])]:
+                external.add(alias)
+        m.analyze(external)
+    sites = [site for m in mods.values() for site in m.call_sites]
+
+    def lookup(site: CallSite):
+        m = site.caller.mod
+        local = m.functions.get(site.callee)
+        if local is not None:
+            return local
+        if site.callee in m.info.imports:
+            t = target(m, site.callee)
+            if t is not None:
+                return t[0].functions.get(t[1])
+        return None
+
+    ModuleAnalyzer.resolve_calls(list(mods.values()), sites, lookup)
+    out = {}
+    for path, m in mods.items():
+        out[path] = [Finding(f.line, f.col, f.code, f.message, path) for f in m.results()]
+    return out

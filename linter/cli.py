@@ -16,7 +16,7 @@ import tokenize
 import warnings
 from typing import Iterable, Optional, Sequence
 
-from .analysis import Prefilter, analyze_source
+from .analysis import Prefilter, analyze_project, analyze_source
 from .config import LINTER_CODES, Config, config_from, find_pyproject
 from .model import Finding
 from .report import FORMATS
@@ -84,6 +84,22 @@ def noqa_filter(findings: list[Finding], source: str) -> list[Finding]:
                 continue
         out.append(f)
     return out
+
+
+def parse_file(path: str, cfg: Config) -> Optional[tuple[str, ast.AST]]:
+    """(source, tree), or None for an empty file; FileProblem when it cannot be analysed."""
+    source = read_source(path, cfg.max_bytes)
+    if not source.strip():
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        raise FileProblem(f"cannot parse: {exc.msg} (line {exc.lineno})") from None
+    except (ValueError, MemoryError, RecursionError) as exc:
+        raise FileProblem(f"cannot parse: {exc.__class__.__name__}: {exc}") from None
+    return source, tree
 
 
 def lint_file(path: str, cfg: Config, prefilter: Optional[Prefilter] = None) -> list[Finding]:
@@ -164,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disable", action="append", default=[], help="do not report these codes")
     p.add_argument("--isolation", help="assumed isolation level (read committed, serializable, ...)")
     p.add_argument("--exclude", action="append", default=[], help="glob of paths to skip")
+    p.add_argument("--no-cross-module", action="store_true",
+                   help="analyse each file on its own (no calls followed between modules)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when something is found")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -205,13 +223,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for p in missing:
         print(f"{p}: error: no such file or directory", file=sys.stderr)
         problems += 1
-    files = list(iter_python_files([p for p in args.paths if os.path.exists(p)], args.exclude))
-    for path in files:
+    roots = [p for p in args.paths if os.path.exists(p)]
+    files = list(iter_python_files(roots, args.exclude))
+    if args.no_cross_module:
+        for path in files:
+            try:
+                findings.extend(lint_file(path, cfg, prefilter))
+            except FileProblem as exc:
+                print(f"{path}: error: {exc}", file=sys.stderr)
+                problems += 1
+    else:
+        parsed = []
+        for path in files:
+            try:
+                got = parse_file(path, cfg)
+            except FileProblem as exc:
+                print(f"{path}: error: {exc}", file=sys.stderr)
+                problems += 1
+                continue
+            if got is not None:
+                parsed.append((path, got[0], got[1]))
+            elif args.verbose:
+                print(f"{path}: note: empty file, nothing to check", file=sys.stderr)
         try:
-            findings.extend(lint_file(path, cfg, prefilter))
-        except FileProblem as exc:
-            print(f"{path}: error: {exc}", file=sys.stderr)
-            problems += 1
+            results = analyze_project(parsed, cfg, roots, prefilter)
+        except Exception:  # noqa: BLE001 - one pathological file must not hide the rest
+            # fall back to one file at a time, so the file at fault is named
+            results = {}
+            for path, source, tree in parsed:
+                try:
+                    results[path] = analyze_source(source, cfg, path, tree=tree, prefilter=prefilter)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"{path}: error: skipped ({exc.__class__.__name__})", file=sys.stderr)
+                    problems += 1
+        sources = {path: source for path, source, _tree in parsed}
+        for path, found in results.items():
+            findings.extend(noqa_filter(found, sources[path]))
     findings.sort(key=Finding.sort_key)
 
     if args.write_baseline:

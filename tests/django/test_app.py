@@ -132,3 +132,11 @@ def test_hooks_install_is_idempotent_and_uninstall_restores_django(sqlite_db):
         hooks.wrap_overridden_from_db(apps.get_models())
     assert Model.__dict__["from_db"] is not wrapped          # a fresh wrapper, same behaviour
     assert txnsafety.read_stamp(Account.objects.get(pk=1)) is not None
+
+
+def test_a_request_made_inside_a_test_keeps_the_tests_locks(sqlite_db, client):
+    locks = pytest.importorskip("txnsafety.locks")
+    with locks.user_write_lock("k") as lease:
+        client.get("/scope/")
+        assert txnsafety.held_leases() == (lease,)
+    assert txnsafety.held_leases() == ()

@@ -56,6 +56,9 @@ def test_counter_under_concurrent_requests(variant, pg_db, server_url, interleav
         assert txnsafety_violations.codes() == [code] * N      # every request is reported
         assert len({v.request_id for v in txnsafety_violations}) == N
         assert {v.model for v in txnsafety_violations} == {"django_app.Counter"}
+        # the sites point into the view, found from the server's request threads
+        assert {v.write_site.function for v in txnsafety_violations} == {f"counter_{variant}"}
+        assert {v.read_site.function for v in txnsafety_violations} == {f"counter_{variant}"}
     if variant in ("versioned", "serializable"):
         # the losers of the race really did conflict and retry
         assert sum(body["attempts"] for _, body in results) > N

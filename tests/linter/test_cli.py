@@ -131,6 +131,8 @@ def test_empty_and_huge_files(tmp_path, capsys):
     empty = tmp_path / "empty.py"
     empty.write_text("")
     assert main([str(empty)]) == 0
+    assert main([str(empty), "--verbose"]) == 0
+    assert "empty file" in capsys.readouterr().err
     huge = tmp_path / "huge.py"
     huge.write_text("x = 1\n" * 400_000)
     assert main([str(huge)]) == 2

@@ -232,3 +232,23 @@ def test_method_on_entity_that_writes_self():
 def test_syntax_error_raises_syntaxerror_not_crash():
     with pytest.raises(SyntaxError):
         analyze_source("from django.db import transaction\ndef f(:\n  M.objects.get().save()\n")
+
+
+def test_async_sqlalchemy():
+    src = textwrap.dedent("""\
+        from sqlalchemy.ext.asyncio import AsyncSession
+        from app.models import Post
+
+
+        async def like(session: AsyncSession, pid):
+            post = await session.get(Post, pid)
+            post.likes += 1
+            await session.commit()
+
+
+        async def like_safely(session: AsyncSession, pid):
+            async with session.begin():
+                post = await session.get(Post, pid, with_for_update=True)
+                post.likes += 1
+        """)
+    assert [(f.line, f.code) for f in analyze_source(src)] == [(8, "TXN106")]

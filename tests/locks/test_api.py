@@ -140,6 +140,8 @@ def test_configure_default_backend_and_options(redis_url: str, key: str) -> None
             configure(on_backend_error="sometimes")
         with pytest.raises(TypeError):
             configure(no_such_option=1)
+        with pytest.raises(ValueError):
+            configure(url="zookeeper://127.0.0.1")
     finally:
         configure(url="memory://", **{k: getattr(before, k) for k in ("lease", "on_backend_error")})
     assert get_backend().scheme == "memory"
@@ -219,17 +221,39 @@ def test_renewal_keeps_a_short_lease_alive(url: str, key: str) -> None:
     assert lease.state is LeaseState.RELEASED
 
 
+@pytest.mark.parametrize("name", ["memory", "redis", "postgresql"])
+def test_async_renewal(name: str, key: str, request) -> None:
+    from tests.locks.conftest import backend_url
+    url = backend_url(name, request)
+
+    async def main() -> None:
+        async with global_lock(key, backend=url, lease=0.3, renew=True) as lease:
+            await asyncio.sleep(0.8)  # hold past the original lease
+            assert lease.state is LeaseState.HELD and lease.is_live()
+            await lease.aensure_held(check_backend=True)
+        assert lease.state is LeaseState.RELEASED
+
+    asyncio.run(main())
+
+
 def test_failed_renewal_marks_lease_lost(redis_url: str, key: str, events, txnsafety_violations) -> None:
     lost = threading.Event()
-    add_metrics_hook(lambda e, **f: lost.set() if e == "lost" else None)
+
+    def hook(event: str, **fields) -> None:
+        if event == "lost":
+            lost.set()
+    add_metrics_hook(hook)
     url = redis_url
     backend = get_backend(url)
-    with global_lock(key, backend=url, lease=0.6, renew=0.1) as lease:
-        backend.client.delete(backend.keys_for(key)[0][0])  # the key vanishes (eviction, FLUSHDB, failover)
-        assert lost.wait(5)
-        assert lease.state is LeaseState.LOST and not lease.is_live()
-        with pytest.raises(LeaseLost):
-            lease.ensure_held()
+    try:
+        with global_lock(key, backend=url, lease=0.6, renew=0.1) as lease:
+            backend.client.delete(backend.keys_for(key)[0][0])  # the key vanishes (eviction, failover)
+            assert lost.wait(5)
+            assert lease.state is LeaseState.LOST and not lease.is_live()
+            with pytest.raises(LeaseLost):
+                lease.ensure_held()
+    finally:
+        remove_metrics_hook(hook)
     assert txnsafety_violations.codes() == ["TXN104"]
     assert "renewal failed" in txnsafety_violations[0].message
 

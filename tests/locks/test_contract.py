@@ -172,6 +172,27 @@ def test_priority_interactive_before_batch(url: str, key: str) -> None:
     assert order == ["interactive", "batch"]
 
 
+def test_interactive_waiters_served_in_arrival_order(url: str, key: str) -> None:
+    if url.startswith("memcached"):
+        pytest.skip("memcached has no queue: waiters retry with backoff (documented)")
+    order: list[int] = []
+
+    def waiter(i: int) -> None:
+        with global_lock(key, backend=url, lease=5, wait_timeout=10, priority=Priority.INTERACTIVE):
+            order.append(i)
+
+    threads = []
+    with global_lock(key, backend=url, lease=5, priority=Priority.INTERACTIVE):
+        for i in range(4):
+            t = threading.Thread(target=waiter, args=(i,))
+            t.start()
+            threads.append(t)
+            _wait_until_waiting(url, key, i + 1)   # queued before the next one arrives
+    for t in threads:
+        t.join()
+    assert order == [0, 1, 2, 3]
+
+
 def test_async_tasks_exclusion(url: str, key: str) -> None:
     async def main() -> int:
         counter = {"n": 0}

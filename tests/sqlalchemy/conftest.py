@@ -94,13 +94,19 @@ class Served:
 def serve_wsgi(app: Any, threads: int = 4) -> tuple[Any, str]:
     from waitress.server import create_server
     server = create_server(app, host="127.0.0.1", port=0, threads=threads)
-    threading.Thread(target=server.run, name="waitress", daemon=True).start()
+    server.txnsafety_thread = threading.Thread(target=server.run, name="waitress", daemon=True)
+    server.txnsafety_thread.start()
     return server, f"http://127.0.0.1:{server.effective_port}"
 
 
 def stop_wsgi(server: Any) -> None:
+    """Close the listener and the trigger from the server's own loop (its loop then ends)."""
+    def stop() -> None:
+        server.close()
+        server.trigger.close()
+    server.trigger.pull_trigger(stop)
+    server.txnsafety_thread.join(30)
     server.task_dispatcher.shutdown()
-    server.close()
 
 
 def serve_asgi(app: Any) -> tuple[Any, threading.Thread, str]:

@@ -71,6 +71,23 @@ def test_instrument_is_idempotent_and_rejects_other_things(stack, txnsafety_viol
         instrument(object())
 
 
+def test_factories_made_after_others_were_garbage_collected_are_instrumented(fresh_db):
+    """SQLAlchemy's listener registry is keyed by id(target): a new sessionmaker's
+    Session subclass can reuse the id of a dead one.  Each must still be checked."""
+    import gc
+    engine = create_engine(fresh_db)
+    try:
+        for _ in range(40):
+            maker = instrument(sessionmaker(engine))
+            with maker() as session:
+                acct = session.get(Account, 1)
+                assert stamp(acct) is not None and transaction_of(session) is not None
+            del maker, session, acct
+            gc.collect()
+    finally:
+        engine.dispose()
+
+
 def test_async_session_and_async_sessionmaker(fresh_db, txnsafety_violations):
     from sqlalchemy.ext.asyncio import AsyncSession, async_scoped_session, async_sessionmaker
 

@@ -223,6 +223,8 @@ def _field_names(model: type, fields: Iterable[Any] | None) -> frozenset[str] | 
 def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, *,
                 created: bool | None = None, versioned: bool = False) -> None:
     """Judge a write of ``instance`` on database ``using`` (``fields`` None: whole row)."""
+    if not settings.enabled or _scope_var.get() is None:
+        return
     cls = type(instance)
     policy = policy_of(cls)
     if policy is None and not settings.strict:

@@ -24,6 +24,7 @@ from .backend import AcquireRequest, Backend
 from .config import FAIL_OPEN, POLICIES, get_backend, options
 from .errors import BackendUnavailable, LockTimeout
 from .lease import Lease, LeaseState, Owner
+from . import observe
 from .observe import emit, record_order
 from .renewal import TaskRenewer, ThreadRenewer
 
@@ -51,7 +52,8 @@ class LockContext:
         self.lease_seconds = float(lease if lease is not None else opts.lease)
         if self.lease_seconds <= 0:
             raise ValueError("txnsafety: lease must be positive")
-        self._priority = Priority(priority) if priority is not None else None
+        self._priority = (priority if isinstance(priority, Priority) or priority is None
+                          else Priority(priority))
         self.on_backend_error = on_backend_error or opts.on_backend_error
         if self.on_backend_error not in POLICIES:
             raise ValueError(f"txnsafety: on_backend_error must be one of {POLICIES}")
@@ -89,7 +91,8 @@ class LockContext:
         return req, owner, scope
 
     def _held_keys(self) -> list[str]:
-        return [lease.key for lease in held_leases()]
+        held = held_leases()
+        return [lease.key for lease in held] if held else []
 
     def _failed_open(self, req: AcquireRequest, owner: Owner, backend: Backend,
                      exc: BackendUnavailable) -> Lease:
@@ -126,8 +129,9 @@ class LockContext:
                          "event": "contention", "key": self.key, "waited": grant.waited,
                          "waited_on": grant.waited_on, "priority": req.priority.value,
                          "waiter": str(owner)}})
-        emit("acquired", key=self.key, backend=backend.name, priority=req.priority.value,
-             waited=grant.waited, contended=grant.waited_on is not None, fence=grant.fence)
+        if observe._hooks:
+            emit("acquired", key=self.key, backend=backend.name, priority=req.priority.value,
+                 waited=grant.waited, contended=grant.waited_on is not None, fence=grant.fence)
         return lease
 
     def _register(self, lease: Lease, scope: Any, held: list[str]) -> None:
@@ -259,7 +263,8 @@ class LockContext:
             return
         ended = before is LeaseState.LOST or ok is False or late >= 0
         lease.state = LeaseState.RELEASED if ok and not ended else LeaseState.LOST
-        emit("released", key=self.key, held_for=now - lease.acquired_at, ok=not ended)
+        if observe._hooks:
+            emit("released", key=self.key, held_for=now - lease.acquired_at, ok=not ended)
         if ended:
             _report_ended(lease, late, exc_in_flight,
                           "the renewal failed" if before is LeaseState.LOST else

@@ -12,6 +12,7 @@ backend; Redis, PostgreSQL and memory override them with native async code.
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
@@ -58,7 +59,7 @@ class Backend:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         """URL without credentials, safe for logs."""
         parts = urlsplit(self.url)
@@ -128,6 +129,15 @@ def backend_from_url(url: str) -> Backend:
         raise ValueError(f"txnsafety: no lock backend for URL scheme {scheme!r} "
                          f"(known: memory, redis, rediss, memcached, postgresql)") from None
     return factory(url)
+
+
+_BUILTIN = ("memory", "redis", "rediss", "unix", "memcached", "memcache", "postgresql", "postgres")
+
+
+def known_scheme(url: str) -> bool:
+    """True when some backend handles ``url``'s scheme (without importing its client)."""
+    scheme = urlsplit(url).scheme
+    return scheme in _factories or scheme in _BUILTIN
 
 
 def _load_builtin(scheme: str) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..context import Priority
-from .backend import Backend, backend_from_url
+from .backend import Backend, backend_from_url, known_scheme
 
 FAIL_CLOSED = "fail_closed"
 FAIL_OPEN = "fail_open"
@@ -38,7 +38,6 @@ class LockOptions:
     default_priority: Priority = Priority.BATCH
     #: Backend key prefix of user write locks (global locks use the key as is).
     user_prefix: str = "user:"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def wait_for(self, priority: Priority) -> float:
         if self.wait_timeout is not None:
@@ -66,6 +65,9 @@ def configure(url: str | None = None, **options: Any) -> LockOptions:
         options["default_priority"] = Priority(options["default_priority"])
     with _lock:
         if url is not None:
+            if not known_scheme(url):
+                raise ValueError(f"txnsafety: no lock backend for URL {url!r} "
+                                 "(memory://, redis://, rediss://, memcached://, postgresql://)")
             _url = url
         if options:
             _options = replace(_options, **options)

@@ -209,6 +209,8 @@ class MemoryBackend(Backend):
             w.loop = loop
             self._enqueue(k, w)
         until = start + req.wait_timeout
+        task = asyncio.current_task()
+        before = task.cancelling() if task is not None else 0
         try:
             while True:
                 with self._mutex:
@@ -228,6 +230,10 @@ class MemoryBackend(Backend):
                     await asyncio.wait_for(fut, pause)
                 except asyncio.TimeoutError:
                     pass
+                if task is not None and task.cancelling() > before:
+                    # Python 3.11's wait_for can swallow a cancel that races with
+                    # the future's completion; do not hold a lock for a gone caller.
+                    raise asyncio.CancelledError()
         except asyncio.CancelledError:
             # Cancelled while waiting: leave the queue, and pass the lock on if it
             # was handed to us in the meantime.

@@ -222,14 +222,18 @@ class PostgresBackend(Backend):
                 yield "SELECT pg_advisory_lock(%s), pg_advisory_unlock(%s)", (marker, marker)
             yield "SELECT set_config('lock_timeout', %s, %s)", (timeout_ms(), local)
             start = time.monotonic()
-            row = yield (f"SELECT {lock_fn}(%s), nextval(%s), set_config(%s, %s, {local}), "
-                         f"set_config('lock_timeout', '0', {local})",
-                         (k, self.sequence, idle_guc, lease_ms))
-            if req.priority is Priority.INTERACTIVE:
-                yield "SELECT pg_advisory_unlock_shared(%s)", (marker,)
+            # The lock is taken in the FROM subquery (volatile: never flattened), so
+            # it happens before the fence, the timeouts and the marker's release --
+            # one round trip from being granted to returning.
+            unmark = ", pg_advisory_unlock_shared(%s)" if req.priority is Priority.INTERACTIVE else ""
+            row = yield (f"SELECT nextval(%s), set_config(%s, %s, {local}), "
+                         f"set_config('lock_timeout', '0', {local}){unmark} "
+                         f"FROM (SELECT {lock_fn}(%s)) AS locked",
+                         (self.sequence, idle_guc, lease_ms,
+                          *((marker,) if unmark else ()), k))
             if xact:
                 yield "RELEASE SAVEPOINT txnsafety_wait", ()
-            return Grant(int(row[1]), start=start, waited=time.monotonic() - t0, waited_on=waited_on)
+            return Grant(int(row[0]), start=start, waited=time.monotonic() - t0, waited_on=waited_on)
         except pg_errors.LockNotAvailable:
             if xact:
                 yield "ROLLBACK TO SAVEPOINT txnsafety_wait", ()

@@ -258,10 +258,13 @@ class RedisBackend(Backend):
     async def aextend(self, lease: "Lease", seconds: float) -> bool:
         _, _, _, s_extend, _ = self._aclient()
         keys, _ = self.keys_for(lease.backend_key)
+        before = _cancelling()
         try:
-            return await s_extend(keys=keys[:1], args=[lease.token, max(int(seconds * 1000), 1)]) == 1
+            ok = await s_extend(keys=keys[:1], args=[lease.token, max(int(seconds * 1000), 1)]) == 1
         except redis.RedisError as exc:
             raise self._unavailable(lease.key, exc) from exc
+        _resurface_cancel(before)
+        return ok
 
     async def ais_held(self, lease: "Lease") -> bool:
         client = self._aclient()[0]

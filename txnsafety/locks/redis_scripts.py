@@ -75,8 +75,16 @@ end
 
 # ARGV: token, owner, lease_ms, prio ('i'|'b'), wait ('0'|'1'), alive_ms, sigprefix, claim_ms
 # -> {1, fence} acquired | {0, holder_owner, holder_pttl}
-ACQUIRE = COMMON + r"""
+ACQUIRE = r"""
 local tok = ARGV[1]
+if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
+  -- fast path (before the helper functions are even created): free, nobody queued
+  local fence = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[1], 'token', tok, 'owner', ARGV[2], 'fence', fence)
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {1, fence}
+end
+""" + COMMON + r"""
 local cur = redis.call('HGET', KEYS[1], 'token')
 if cur == tok then
   -- handed to us while we waited: start the lease now
@@ -84,10 +92,6 @@ if cur == tok then
   unqueue(tok)
   redis.call('DEL', ARGV[7] .. tok)
   return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
-end
-if (not cur) and redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 then
-  -- fast path: free and nobody queued (so neither are we)
-  return {1, grant(tok, ARGV[2], ARGV[3])}
 end
 local now = now_ms()
 if not cur then
@@ -108,13 +112,13 @@ return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1
 """
 
 # ARGV: token, sigprefix, sig_ms, claim_ms -> 1 released | 0 not ours
-RELEASE = COMMON + r"""
+RELEASE = r"""
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
-if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
-  local h, info = head(now_ms())
-  if h then handoff(h, info, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) end
-end
+if redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 then return 1 end
+""" + COMMON + r"""
+local h, info = head(now_ms())
+if h then handoff(h, info, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) end
 return 1
 """
 

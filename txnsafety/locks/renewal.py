@@ -66,13 +66,14 @@ class TaskRenewer:
     def __init__(self, lease: Lease, renew: bool | float) -> None:
         self.lease = lease
         self.interval = _interval(lease, renew)
+        self._stopped = False
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             await asyncio.sleep(self.interval)
             lease = self.lease
-            if lease.state is not LeaseState.HELD:
+            if self._stopped or lease.state is not LeaseState.HELD:
                 return
             try:
                 await lease.aextend()
@@ -81,6 +82,7 @@ class TaskRenewer:
                 return
 
     async def astop(self) -> None:
+        self._stopped = True  # also stops a loop whose cancellation a client library swallowed
         self._task.cancel()
         try:
             await self._task
@@ -88,4 +90,5 @@ class TaskRenewer:
             pass
 
     def stop(self) -> None:
+        self._stopped = True
         self._task.cancel()

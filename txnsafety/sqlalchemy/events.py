@@ -238,9 +238,6 @@ def _on_load(state: Any, context: Any) -> None:
     for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
     if for_update and txn is not None and session_state.ignores_for_update:
         for_update = False  # SQLite renders no FOR UPDATE: the read locked nothing
-    if __import__("os").environ.get("TSDBG"):
-        with open("/tmp/sqx/dbg.log", "a") as f:
-            f.write(f"load {cls.__name__} fu={for_update} txn={txn} auto={session_state.autocommit} begun={session_state.begun} scope={current_scope()} enabled={settings.enabled} mode={settings.mode}\n")
     if not (info.checked or settings.strict or (for_update and txn is None)):
         return
     ident = state.key[1]
@@ -282,10 +279,6 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     if not changed and not atomic:
         return  # dirty through a relationship only: no UPDATE of this row's columns
     versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
-    if __import__("os").environ.get("TSDBG"):
-        from .. import checker as C
-        with open("/tmp/sqx/dbg.log", "a") as f:
-            f.write(f"write {cls.__name__} changed={changed} txn={session_state.txn} scope={current_scope().id} stamp={C.read_stamp(obj)} mode={settings.mode}\n")
     checker.record_write(obj, model=cls, key=_key(state), fields=changed or atomic,
                          transaction=session_state.txn, versioned=versioned)
 
@@ -326,6 +319,17 @@ def _install_mapper_events() -> None:
         for name, fn in _MAPPER_EVENTS:
             event.listen(Mapper, name, fn, raw=True)
         _installed = True
+
+
+def _uninstall_mapper_events() -> None:
+    """Remove the mapper-level listeners (the benchmark's "without txnsafety" side)."""
+    global _installed
+    with _install_lock:
+        if not _installed:
+            return
+        for name, fn in _MAPPER_EVENTS:
+            event.remove(Mapper, name, fn)
+        _installed = False
 
 
 # -- the public call ----------------------------------------------------------------
@@ -371,14 +375,15 @@ def instrument(target: Any) -> Any:
     """
     _install_mapper_events()
     where = _event_target(target)
-    for name, fn in _SESSION_EVENTS:
-        if not event.contains(where, name, fn):
-            event.listen(where, name, fn)
     marked = _session_class_or_instance(where)
-    if isinstance(marked, Session):
-        marked.info[_MARK] = True
-    else:
-        setattr(marked, _MARK, True)
+    # Our own mark, not event.contains(): SQLAlchemy's listener registry is keyed by
+    # id(target), and the per-factory Session subclasses of dead sessionmakers are
+    # garbage-collected, so a new factory's class can reuse an id and look instrumented.
+    if getattr(marked, _MARK, False):
+        return target  # already instrumented (or a subclass of an instrumented class)
+    for name, fn in _SESSION_EVENTS:
+        event.listen(where, name, fn)
+    setattr(marked, _MARK, True)
     if isinstance(where, Session) and where.in_transaction() and INFO_KEY not in where.info:
         state = where.info[INFO_KEY] = SessionState()
         state.start(where.get_transaction())
@@ -397,7 +402,7 @@ def _session_class_or_instance(where: Any) -> Any:
 def is_instrumented(session: Any) -> bool:
     """True when ``session`` (a Session or AsyncSession) is checked by txnsafety."""
     sync = getattr(session, "sync_session", session)
-    return bool(getattr(type(sync), _MARK, False) or sync.info.get(_MARK, False))
+    return bool(getattr(sync, _MARK, False))
 
 
 def transaction_of(session: Any) -> Transaction | None:

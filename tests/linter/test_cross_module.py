@@ -1,0 +1,61 @@
+"""The standalone command follows calls between modules of the project."""
+from __future__ import annotations
+
+import textwrap
+
+from txnsafety_lint.cli import main
+
+HELPERS = textwrap.dedent("""\
+    from shop.models import Profile
+
+
+    def add_coins(wallet, n):
+        wallet.coins = wallet.coins + n
+        wallet.save()
+
+
+    def bump_visits(uid):
+        profile = Profile.objects.get(user_id=uid)
+        profile.visits += 1
+        profile.save()
+    """)
+VIEWS = textwrap.dedent("""\
+    from shop.models import Wallet
+    from txnsafety.locks import user_write_lock
+
+    from .helpers import add_coins
+    from app.helpers import bump_visits
+
+
+    def reward(uid):
+        wallet = Wallet.objects.get(user_id=uid)
+        with user_write_lock(uid):
+            add_coins(wallet, 5)
+            bump_visits(uid)
+    """)
+
+
+def make(tmp_path):
+    pkg = tmp_path / "app"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helpers.py").write_text(HELPERS)
+    (pkg / "views.py").write_text(VIEWS)
+    return tmp_path
+
+
+def test_calls_followed_between_modules(tmp_path, capsys):
+    root = make(tmp_path)
+    assert main([str(root)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1, out
+    assert "views.py:11:" in out[0] and "TXN101" in out[0]
+    assert "written by `add_coins()` (line 6)" in out[0]
+
+
+def test_one_file_at_a_time(tmp_path, capsys):
+    root = make(tmp_path)
+    assert main([str(root), "--no-cross-module"]) == 1
+    out = capsys.readouterr().out
+    assert "helpers.py:12:" in out and "TXN106" in out      # helper judged on its own
+    assert "views.py" not in out

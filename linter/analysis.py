@@ -25,7 +25,9 @@ import re
 from typing import Iterable, Iterator, Optional, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+import bisect
+
+from libcst.metadata import ByteSpanPositionProvider, MetadataWrapper
 
 from txnsafety.codes import CODES
 
@@ -39,6 +41,12 @@ _GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404
 _WRITE_TOKENS = (r"\.save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.create\(|\.update\(|\.add\("
                  r"|bulk_create|\bbegin\(|\.put_async\(")
 _TXN_TOKENS = r"atomic|transaction|begin\(|lock\("
+# tighter, for picking functions inside a module that passed the module-level test
+_F_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|key\.get\(|Key\("
+                 r"|\b[A-Z]\w*\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|scalar")
+_F_WRITE_TOKENS = (r"\.save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.create\(|\)\.update\("
+                   r"|objects\.update\(|session\.add|\.add_all\(|bulk_create|\.put_async\("
+                   r"|execute\(\s*(?:insert|update)\(|\.begin\(|begin_nested\(")
 
 
 class Prefilter:
@@ -51,8 +59,10 @@ class Prefilter:
             "|" + re.escape(n.split(".")[-1]) for n in sorted(vocab_cfg.transactions
                                                               | vocab_cfg.retrying_transactions
                                                               | vocab_cfg.locks)))
-        self.mut = re.compile(r"\w\.\w+\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|pop|remove|"
-                              r"insert|setdefault|clear)\()|setattr\(")
+        self.mut = re.compile(r"(?<!self)(?<!cls)\.\w+\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|"
+                              r"pop|remove|insert|setdefault|clear)\()|setattr\(|self\.(?:save|put)\(")
+        self.f_gets = re.compile(_F_GET_TOKENS + ("|" + extra_g if extra_g else ""))
+        self.f_writes = re.compile(_F_WRITE_TOKENS + ("|" + extra_p if extra_p else ""))
         side = vocab_cfg.side_effects | {"send_mail", "mail_admins", "delay", "apply_async",
                                          "taskqueue", "defer", "requests", "httpx", "urlopen",
                                          "cache", "memcache", "send_email", "enqueue", "publish"}
@@ -70,10 +80,10 @@ class Prefilter:
     def function_relevant(self, text: str) -> bool:
         if "select_for_update" in text or "with_for_update" in text:
             return True
-        has_write = self.writes.search(text) is not None
+        has_write = self.f_writes.search(text) is not None
         if not has_write:
             return self.txn.search(text) is not None and self.side.search(text) is not None
-        if self.gets.search(text) and (self.mut.search(text) or self.check.search(text)):
+        if self.f_gets.search(text) and (self.mut.search(text) or self.check.search(text)):
             return True
         if self.mut.search(text) and re.search(r"\.(save|put|put_async)\(|put_multi|commit\(|flush\(",
                                                text):
@@ -376,6 +386,30 @@ def _ast_dotted(node: ast.AST) -> str:
 
 # ---------------------------------------------------------------- function level
 
+class _Positions:
+    """Line/column of a node from libcst's byte spans (cheaper than PositionProvider)."""
+
+    __slots__ = ("spans", "starts")
+
+    def __init__(self, spans, source: str):
+        self.spans = spans
+        data = source.encode("utf-8")
+        starts = [0]
+        find = data.find
+        i = find(b"\n")
+        while i != -1:
+            starts.append(i + 1)
+            i = find(b"\n", i + 1)
+        self.starts = starts
+
+    def line(self, node: cst.CSTNode) -> int:
+        return bisect.bisect_right(self.starts, self.spans[node].start)
+
+    def col(self, node: cst.CSTNode) -> int:
+        start = self.spans[node].start
+        return start - self.starts[bisect.bisect_right(self.starts, start) - 1]
+
+
 class CallSite:
     __slots__ = ("callee", "line", "col", "stack", "args", "live", "caller", "receiver")
 
@@ -438,10 +472,10 @@ class FunctionAnalyzer:
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line + self.offset
+        return self.positions.line(node) + self.offset
 
     def col(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.column
+        return self.positions.col(node)
 
     def report(self, node_or_line, code: str, message: str, col: int = 0,
                deferrable: bool = False) -> None:
@@ -1523,20 +1557,21 @@ class ModuleAnalyzer:
 
     def analyze(self, external: Optional[set[str]] = None) -> None:
         """libcst stage.  ``external``: names imported from other modules that are helpers."""
-        callee_names = set(self.function_names) | set(external or ())
-        self.function_names = callee_names
-        if callee_names and self.rest:
-            # callers of helpers: under a lock, or holding a read of their own
-            calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in callee_names)))
+        self.function_names |= set(external or ())
+        for fnode, cls, start, text in self.picked:
+            self.analyze_function(fnode, cls, start, text)
+        # then the callers of helpers whose summary matters: under a lock, or holding a read
+        wanted = set(external or ()) | {
+            name for name, fa in self.functions.items()
+            if fa.param_writes or fa.rmw_getters or fa.deferred}
+        if wanted and self.rest:
+            calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in wanted)))
             for item in self.rest:
                 text = item[3]
                 if calls.search(text) and (self.prefilter.txn.search(text) or
                                            self.prefilter.gets.search(text)):
-                    self.picked.append(item)
+                    self.analyze_function(*item)
             self.rest = []
-            self.picked.sort(key=lambda it: it[2])
-        for fnode, cls, start, text in self.picked:
-            self.analyze_function(fnode, cls, start, text)
 
     def results(self) -> list[Finding]:
         seen = set()
@@ -1557,7 +1592,7 @@ class ModuleAnalyzer:
         except Exception:
             return
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
+        positions = _Positions(wrapper.resolve(ByteSpanPositionProvider), src)
         fdef = module.body[0]
         if indented:
             fdef = fdef.body.body[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 from typing import Any, Iterator, Optional
 
 from .analysis import Prefilter, analyze_source
@@ -65,8 +66,15 @@ class Plugin:
             for code in getattr(options, attr, None) or ():
                 if str(code).upper() == "TXN109":
                     mapping.setdefault("enable", []).append("TXN109")
-        cfg = config_from(None, find_pyproject(os.getcwd()))
-        cfg.update(mapping)
+        try:
+            cfg = config_from(None, find_pyproject(os.getcwd()))
+        except Exception as exc:  # noqa: BLE001 - a bad pyproject must not crash flake8
+            sys.stderr.write(f"txnsafety: ignoring [tool.txnsafety] in pyproject.toml: {exc}\n")
+            cfg = Config()
+        try:
+            cfg.update(mapping)
+        except ValueError as exc:
+            sys.stderr.write(f"txnsafety: bad flake8 option: {exc}\n")
         cls._config = cfg
         cls._prefilter = Prefilter(cfg)
 

@@ -148,3 +148,17 @@ def test_config_from_mapping_and_file(tmp_path):
     p.write_text('[tool.txnsafety.lint]\nlocks = ["my_lock"]\nisolation = "serializable"\n')
     cfg = config_from({"locks": "other_lock"}, str(p))
     assert {"my_lock", "other_lock"} <= cfg.locks and cfg.isolation == "serializable"
+
+
+def test_extra_puts():
+    src = textwrap.dedent("""\
+        from shop.models import Doc
+
+
+        def edit(pk):
+            doc = Doc.objects.get(pk=pk)
+            doc.text = doc.text.strip()
+            doc.persist()
+        """)
+    assert codes(src, Config()) == []
+    assert codes(src, Config().update({"puts": ["persist"]})) == [(7, "TXN102")]

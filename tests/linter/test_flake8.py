@@ -80,3 +80,17 @@ def test_plugin_api_directly():
 def test_plugin_survives_what_libcst_cannot_parse():
     src = "from django.db import transaction\n" + "x = " + "[" * 200 + "]" * 200 + "\n"
     assert list(Plugin(ast.parse(src), "x.py", src.splitlines(True)).run()) == []
+
+
+def test_broken_pyproject_does_not_crash_flake8(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.txnsafety\n")
+    (tmp_path / "app.py").write_text(SRC)
+    proc = subprocess.run([sys.executable, "-m", "flake8", "--select", "TXN", "app.py"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 1 and "TXN101" in proc.stdout
+    assert "ignoring [tool.txnsafety]" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_pyproject_read_by_plugin(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.txnsafety]\ndisable = ["TXN101"]\n')
+    assert "TXN101" not in flake8(tmp_path)

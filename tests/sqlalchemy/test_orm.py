@@ -9,7 +9,7 @@ import asyncio
 import threading
 
 import pytest
-from sqlalchemy import create_engine, event, select, update
+from sqlalchemy import create_engine, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, scoped_session, selectinload, sessionmaker
 
@@ -45,7 +45,9 @@ def test_instrument_accepts_every_kind_of_session_factory(fresh_db):
         class AppSession(Session):
             pass
 
-        for target, make in [(single, lambda: single), (maker, maker), (scoped, scoped), (AppSession, lambda: AppSession(engine))]:
+        kinds = [(single, lambda: single), (maker, maker), (scoped, scoped),
+                 (AppSession, lambda: AppSession(engine))]
+        for target, make in kinds:
             assert instrument(target) is target
             session = make()
             assert is_instrumented(session)
@@ -379,6 +381,23 @@ def test_fetch_under_lock_with_sqlalchemy_entities(stack, txnsafety_violations):
             counter.n += 1
             session.commit()
     assert txnsafety_violations.codes() == ["TXN101"]
+
+
+def test_async_fetch_under_lock(fresh_db, txnsafety_violations):
+    from txnsafety.locks import fetch_under_lock
+
+    async def main():
+        astack = async_stack(fresh_db)
+        try:
+            async with astack.Weak() as session:
+                counter = await session.get(LockedCounter, 1)
+                async with fetch_under_lock(counter) as locked:
+                    locked.n += 1
+                    await session.commit()
+        finally:
+            await astack.dispose()
+    asyncio.run(main())
+    assert txnsafety_violations == []
 
 
 def test_checker_errors_never_break_the_session(stack, txnsafety_violations, caplog, monkeypatch):

@@ -5,11 +5,12 @@ where no public hook exists is asserted here, so that a SQLAlchemy release that
 moves it fails these tests loudly instead of silently weakening the checker.
 
 * ``Select._for_update_arg`` — whether a statement is FOR UPDATE (no public
-  accessor), read in ``do_orm_execute`` (``ORMExecuteState.statement``) and in the
-  load/refresh events (``QueryContext.query``).
+  accessor), read in ``ConnectionEvents.before_execute`` and in the load/refresh
+  events (``QueryContext.query``).
 * ``QueryContext.query`` — the statement a load/refresh event belongs to.
-* ``ORMExecuteState.load_options._populate_existing`` — ``populate_existing`` given
-  as a loader option rather than an execution option (fallback only).
+* Behaviour: ``before_execute`` receives the ORM's own Select (with
+  ``column_descriptions``) and ``Connection.info`` is shared by ``after_begin`` and
+  ``before_execute`` of one checkout.
 * Behaviour: a FOR UPDATE re-read of an object already in the identity map emits
   no load/refresh event (the stale-lock trap we detect) and ``populate_existing``
   turns it into a refresh event; ``refresh`` gets ``attrs=None`` for a full
@@ -60,20 +61,36 @@ def test_select_for_update_arg_is_where_we_read_it():
     assert select(Account).with_for_update(nowait=True)._for_update_arg.nowait is True
 
 
-def test_do_orm_execute_sees_for_update_and_populate_existing(engine):
+def test_before_execute_sees_the_orm_statement_with_its_lock_and_entities(engine):
+    """ConnectionEvents.before_execute gets the ORM's own Select (FOR UPDATE readable,
+    ``column_descriptions`` naming the entity) for Session.get and select()."""
     seen = []
+
+    def capture(conn, clauseelement, multiparams, params, execution_options):
+        entities = [d.get("entity") for d in getattr(clauseelement, "column_descriptions", ())]
+        seen.append((getattr(clauseelement, "_for_update_arg", None) is not None, entities))
+
+    event.listen(engine, "before_execute", capture)
+    try:
+        with Session(engine) as session:
+            session.get(Account, 1)
+            session.get(Account, 1, with_for_update=True)
+            session.execute(select(Account).where(Account.id == 1).with_for_update()).all()
+            session.refresh(session.get(Account, 1), with_for_update=True)
+    finally:
+        event.remove(engine, "before_execute", capture)
+    assert seen[0] == (False, [Account])
+    assert seen.count((True, [Account])) == 3       # get, select, refresh: each FOR UPDATE
+
+
+def test_connection_info_follows_the_dbapi_connection(engine):
+    """after_begin stores the Session's state in Connection.info; before_execute reads it
+    from the same Connection of the same checkout."""
     with Session(engine) as session:
-        @event.listens_for(session, "do_orm_execute")
-        def capture(state):
-            if state.is_select:
-                seen.append((state.statement._for_update_arg is not None,
-                             bool(state.execution_options.get("populate_existing")
-                                  or state.load_options._populate_existing)))
+        infos = []
+        event.listen(session, "after_begin", lambda s, t, conn: infos.append(conn.info))
         session.get(Account, 1)
-        session.get(Account, 1, with_for_update=True)
-        session.execute(select(Account).with_for_update().execution_options(populate_existing=True)).all()
-        session.get(Account, 1, with_for_update=True, populate_existing=True)
-    assert seen == [(False, False), (True, False), (True, True), (True, True)]
+        assert infos and infos[0] is session.connection().info
 
 
 def test_load_and_refresh_events_carry_the_statement(engine, events):

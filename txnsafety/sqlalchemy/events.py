@@ -18,10 +18,13 @@ extension.  What happens then:
   statement was ``FOR UPDATE``.
 * **Identity-map trap.**  A ``FOR UPDATE`` re-read (``with_for_update()``,
   ``Session.get(..., with_for_update=True)``) of an object already in the Session
-  locks the row but does not refresh the object.  ``do_orm_execute`` notices the
-  rows such a statement returned without (re)loading them and marks those
-  objects stale-locked (TXN112 at their write) unless the transaction's snapshot
-  makes them current anyway.
+  locks the row but does not refresh the object.  The FOR UPDATE statements of a
+  root transaction are noted on the connection (``ConnectionEvents.before_execute``,
+  one attribute look-up per statement; ``do_orm_execute`` would make SQLAlchemy
+  prepare every ORM statement twice); a write of an object read *before* such a
+  statement of its model, and not refreshed by it, is stale-locked (TXN112)
+  unless the transaction's snapshot makes it current anyway.  On an AUTOCOMMIT
+  connection the statement itself is TXN108.
 * **Writes.**  ``MapperEvents.before_update`` (inside the flush, with the
   connection) calls :func:`txnsafety.record_write` with the changed columns.  A
   column assigned a SQL expression (``obj.n = Model.n + 1``) is atomic in the
@@ -38,18 +41,18 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import weakref
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
-from sqlalchemy.orm.attributes import PASSIVE_NO_INITIALIZE, get_history, instance_state
+from sqlalchemy.orm.attributes import PASSIVE_NO_INITIALIZE, get_history
 from sqlalchemy.sql.elements import ClauseElement
 
 from .. import checker
 from ..config import settings
 from ..context import Transaction, current_scope, new_transaction
 from ..policies import policy_of
-from ..report import StompingError
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
@@ -62,7 +65,7 @@ _MARK = "_txnsafety_instrumented"
 class SessionState:
     """What the checker tracks for one Session (kept in ``session.info``)."""
 
-    __slots__ = ("root", "txn", "begun", "autocommit", "ignores_for_update")
+    __slots__ = ("root", "txn", "begun", "autocommit", "ignores_for_update", "locks", "__weakref__")
 
     def __init__(self) -> None:
         self.root: Any = None                 # the root SessionTransaction
@@ -70,9 +73,12 @@ class SessionState:
         self.begun = False                    # a connection joined the root
         self.autocommit = False
         self.ignores_for_update = False
+        #: (tick, entity classes) of each FOR UPDATE statement of this root transaction.
+        self.locks: list[tuple[int, tuple[type, ...]]] = []
 
     def start(self, root: Any) -> None:
         self.root, self.txn, self.begun, self.autocommit, self.ignores_for_update = root, None, False, False, False
+        self.locks = []
 
     def join(self, verdict: Verdict) -> None:
         """A connection began in the current root: fold its verdict in (weakest wins)."""
@@ -160,68 +166,74 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
         checker.log.exception("txnsafety: could not determine the isolation of %r", connection)
         verdict = Verdict(True, "unknown", False, connection.dialect.name, "")
     state.join(verdict)
+    # FOR UPDATE statements are seen on the connection (engine event, below): tell it
+    # whose transaction it runs.  A weak reference: the pooled connection outlives us.
+    connection.info[INFO_KEY] = weakref.ref(state)
+    engine = connection.engine
+    if not engine.__dict__.get(_MARK):
+        event.listen(engine, "before_execute", _before_execute, retval=True)
+        engine.__dict__[_MARK] = True
 
 
-def _on_orm_execute(orm_state: Any) -> Any:
-    """FOR UPDATE re-reads of objects already in the identity map (TXN112, TXN108)."""
-    if not orm_state.is_select:
-        return None  # bulk UPDATE/DELETE: atomic in the database, never reported
-    statement = orm_state.statement
-    if getattr(statement, "_for_update_arg", None) is None:  # private; pinned by test_private_api.py
-        return None
-    if orm_state.execution_options.get("populate_existing") or getattr(
-            orm_state.load_options, "_populate_existing", False):  # private fallback; pinned by test
-        return None  # every row is refreshed: the refresh event stamps it FOR UPDATE
-    if orm_state.execution_options.get("yield_per") or orm_state.execution_options.get("stream_results"):
-        return None  # cannot buffer a streamed result
+def _before_execute(conn: Any, clauseelement: Any, multiparams: Any, params: Any,
+                    execution_options: Any) -> tuple[Any, Any, Any]:
+    """``ConnectionEvents.before_execute``: note the FOR UPDATE statements of a Session.
+
+    Why here and not in ``SessionEvents.do_orm_execute``: any ``do_orm_execute``
+    listener makes SQLAlchemy prepare every ORM statement twice.  This costs one
+    call and one attribute look-up per statement (``retval=True`` spares
+    SQLAlchemy's wrapper call; statement and parameters go through unchanged).
+    """
+    if getattr(clauseelement, "_for_update_arg", None) is not None:  # private; pinned by test_private_api.py
+        _note_lock(conn, clauseelement)
+    return clauseelement, multiparams, params
+
+
+def _note_lock(conn: Any, clauseelement: Any) -> None:
+    ref = conn.info.get(INFO_KEY)
+    state = ref() if ref is not None else None
     scope = current_scope()
-    session_state = orm_state.session.info.get(INFO_KEY)
-    if scope is None or not settings.enabled or session_state is None:
-        return None
-    before = scope.tick()
-    frozen = orm_state.invoke_statement().freeze()
+    if state is None or state.root is None or scope is None or not settings.enabled:
+        return
     try:
-        _check_stale_rows(frozen().all(), before, session_state, scope)
-    except StompingError:
-        raise
-    except Exception:
-        checker.log.exception("txnsafety: internal error while checking a FOR UPDATE read")
-    return frozen()
+        classes = tuple(d["entity"] for d in clauseelement.column_descriptions
+                        if isinstance(d.get("entity"), type))
+    except Exception:  # a Core select without ORM entities
+        classes = ()
+    if state.txn is None:  # AUTOCOMMIT: the lock ends with the statement (TXN108)
+        for cls in classes:
+            checker.record_read(_LOCK_PROBE, model=cls, transaction=None, for_update=True)
+            checker.forget(_LOCK_PROBE)
+        return
+    if classes and not state.ignores_for_update:
+        state.locks.append((scope.tick(), classes))
 
 
-def _check_stale_rows(rows: list[Any], before: int, session_state: SessionState, scope: Any) -> None:
-    seen: set[int] = set()
-    for row in rows:
-        for obj in row:
-            if id(obj) in seen:
-                continue
-            seen.add(id(obj))
-            entry = scope.stamps.get(id(obj))
-            if entry is None:
-                if session_state.txn is None:
-                    _stamp(obj, session_state, True)  # TXN108 even for an object read before
-                continue
-            stamp = entry[1]
-            if stamp.tick > before:
-                continue  # (re)loaded by this very statement: fresh
-            txn = session_state.txn
-            if txn is None:
-                _stamp(obj, session_state, True)  # TXN108
-                continue
-            if session_state.ignores_for_update:
-                continue  # no lock was taken: nothing changes
-            same_root = stamp.transaction is not None and stamp.transaction.root_id == txn.root_id
+#: Stands for "rows of this model" when reporting a FOR UPDATE statement itself.
+_LOCK_PROBE = object()
+
+
+def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
+    """Before a write: was the row re-read FOR UPDATE without refreshing ``obj``?
+
+    A FOR UPDATE statement of the object's model ran after the object was read and
+    neither loaded nor refreshed it (either the identity map kept it, or the
+    statement locked other rows of the model: both leave the write unprotected).
+    """
+    stamp = checker.read_stamp(obj)
+    if stamp is None or stamp.for_update:
+        return
+    txn = state.txn
+    for tick, classes in state.locks:
+        if tick > stamp.tick and issubclass(cls, classes):
+            read_txn = stamp.transaction
+            same_root = txn is not None and read_txn is not None and read_txn.root_id == txn.root_id
             if same_root and txn.prevents_lost_update:
-                continue  # the snapshot the object was read from is still the transaction's
+                return  # the object's snapshot is still the transaction's: not stale
             if same_root:
-                _stamp(obj, session_state, True)  # the row is locked now ...
-            checker.record_stale_lock(obj)         # ... but the object kept the values read before
-
-
-def _stamp(obj: Any, session_state: SessionState, for_update: bool) -> None:
-    state = instance_state(obj)
-    checker.record_read(obj, model=type(obj), key=_key(state), transaction=session_state.txn,
-                        for_update=for_update)
+                stamp.for_update = True    # the row is locked by now ...
+            checker.record_stale_lock(obj)  # ... but the object kept the values read before
+            return
 
 
 # -- Mapper / instance events (installed once, for every mapper) ----------------------
@@ -279,6 +291,8 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     if not changed and not atomic:
         return  # dirty through a relationship only: no UPDATE of this row's columns
     versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
+    if session_state.locks and changed and not info.versioned:
+        _stale_lock(obj, cls, session_state)
     checker.record_write(obj, model=cls, key=_key(state), fields=changed or atomic,
                          transaction=session_state.txn, versioned=versioned)
 
@@ -299,7 +313,6 @@ _SESSION_EVENTS = (
     ("after_transaction_create", _after_transaction_create),
     ("after_transaction_end", _after_transaction_end),
     ("after_begin", _after_begin),
-    ("do_orm_execute", _on_orm_execute),
 )
 _MAPPER_EVENTS = (
     ("load", _on_load),

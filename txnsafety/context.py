@@ -165,27 +165,40 @@ def current_scope() -> RequestScope | None:
     return _scope.get()
 
 
-def open_scope(scope: RequestScope) -> contextvars.Token:
+@dataclass(frozen=True)
+class ScopeToken:
+    """What :func:`open_scope` replaced, so :func:`close_scope` can put it back."""
+
+    scope: contextvars.Token
+    transactions: tuple[Transaction, ...]
+    leases: tuple["LeaseLike", ...]
+
+
+def open_scope(scope: RequestScope) -> ScopeToken:
     """Make ``scope`` current; pair with :func:`close_scope`.
 
-    Also clears the transaction and lease stacks: a thread reused by a WSGI server
-    must not carry the previous request's state into this one.
+    The transaction and lease stacks start empty: a thread reused by a WSGI server
+    must not carry the previous request's state into this one.  What they held
+    before is restored on close (a test that holds a lock and calls a test client).
     """
+    token = ScopeToken(_scope.set(scope), _transactions.get(), _leases.get())
     _transactions.set(())
     _leases.set(())
-    return _scope.set(scope)
+    return token
 
 
-def close_scope(scope: RequestScope, token: contextvars.Token | None = None) -> None:
+def close_scope(scope: RequestScope, token: ScopeToken | None = None) -> None:
     """Close ``scope`` and restore what was current before it."""
     scope.close()
     if token is not None:
         try:
-            _scope.reset(token)
-            return
+            _scope.reset(token.scope)
         except ValueError:  # closed from another context (e.g. a server thread)
-            pass
-    if _scope.get() is scope:
+            if _scope.get() is scope:
+                _scope.set(None)
+        _transactions.set(token.transactions)
+        _leases.set(token.leases)
+    elif _scope.get() is scope:
         _scope.set(None)
         _transactions.set(())
         _leases.set(())
@@ -195,14 +208,11 @@ def close_scope(scope: RequestScope, token: contextvars.Token | None = None) -> 
 def request_scope(name: str = "", priority: Priority = Priority.INTERACTIVE) -> Iterator[RequestScope]:
     """Check a unit of work outside a web request: a job, a command, a test."""
     scope = RequestScope(name=name, priority=priority)
-    outer = (_transactions.get(), _leases.get())
     token = open_scope(scope)
     try:
         yield scope
     finally:
         close_scope(scope, token)
-        _transactions.set(outer[0])
-        _leases.set(outer[1])
 
 
 # -- transactions -----------------------------------------------------------

@@ -111,8 +111,14 @@ def suppress(*codes: str, reason: str) -> Iterator[None]:
         _suppressed.reset(token)
 
 
-def _in_test() -> bool:
+def in_test() -> bool:
+    """True while a test suite runs (the pytest plugin is active, or pytest runs a test)."""
     return "PYTEST_CURRENT_TEST" in os.environ or _test_mode.is_set()
+
+
+def test_plugin_active() -> bool:
+    """True when txnsafety's pytest plugin runs this process (it then owns the mode)."""
+    return _test_mode.is_set()
 
 
 _test_mode = threading.Event()
@@ -125,7 +131,7 @@ def suppress_in_test(*codes: str, reason: str) -> Iterator[None]:
     For test factories and fixtures that build data in ways production never
     does; production code that calls it fails loudly instead of going quiet.
     """
-    if not _in_test():
+    if not in_test():
         raise RuntimeError("txnsafety.suppress_in_test() may only be used while tests run")
     with suppress(*codes, reason=reason):
         yield

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 from asgiref.sync import iscoroutinefunction
@@ -87,7 +86,7 @@ def test_mode_setting_is_ignored_under_pytest_and_applied_otherwise(monkeypatch)
     previous = txnsafety.settings.mode
     assert "mode" not in conf.apply({"MODE": "log"})
     assert txnsafety.settings.mode == previous
-    monkeypatch.setattr(conf, "_test_mode", threading.Event())
+    monkeypatch.setattr(conf, "test_plugin_active", lambda: False)
     monkeypatch.delenv("TXNSAFETY_MODE", raising=False)
     try:
         assert conf.apply({"MODE": "collect"})["mode"] == "collect"
@@ -100,7 +99,7 @@ def test_mode_setting_is_ignored_under_pytest_and_applied_otherwise(monkeypatch)
                                  {"ALLOW": ["Account:E501"]}, {"ISOLATION": "serializable"},
                                  {"PRIORITY_RULE": "no.such.rule"}, ["MODE"]])
 def test_bad_settings_are_improperly_configured(bad, monkeypatch):
-    monkeypatch.setattr(conf, "_test_mode", threading.Event())
+    monkeypatch.setattr(conf, "test_plugin_active", lambda: False)
     monkeypatch.delenv("TXNSAFETY_MODE", raising=False)
     previous = txnsafety.settings.mode
     try:

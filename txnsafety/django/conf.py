@@ -27,7 +27,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from .. import configure
-from ..report import _test_mode
+from ..report import test_plugin_active
 from ..sites import forget_file_verdicts
 from . import transactions
 
@@ -48,7 +48,7 @@ def apply(conf: Any) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     if "ENABLED" in conf:
         kwargs["enabled"] = bool(conf["ENABLED"])
-    if "MODE" in conf and not (_test_mode.is_set() or "TXNSAFETY_MODE" in os.environ):
+    if "MODE" in conf and not (test_plugin_active() or "TXNSAFETY_MODE" in os.environ):
         kwargs["mode"] = conf["MODE"]
     if "STRICT" in conf:
         kwargs["strict"] = bool(conf["STRICT"])

@@ -18,7 +18,6 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 from ..config import settings
 from ..context import RequestScope
-from .. import context as _context
 from ..scopes import close_request, open_request
 
 log = logging.getLogger("txnsafety")
@@ -49,7 +48,7 @@ class TxnSafetyMiddleware:
         try:
             return self.get_response(request)
         finally:
-            _close(*opened)
+            close_request(*opened)
 
     async def __acall__(self, request: Any) -> Any:
         opened = _open(request)
@@ -58,10 +57,10 @@ class TxnSafetyMiddleware:
         try:
             return await self.get_response(request)
         finally:
-            _close(*opened)
+            close_request(*opened)
 
 
-def _open(request: Any) -> tuple[RequestScope, Any, tuple[Any, Any]] | None:
+def _open(request: Any) -> tuple[RequestScope, Any] | None:
     if not settings.enabled:
         return None
     try:
@@ -74,15 +73,6 @@ def _open(request: Any) -> tuple[RequestScope, Any, tuple[Any, Any]] | None:
     except Exception:
         log.exception("txnsafety: could not read this Django request; it runs unchecked")
         return None
-    # open_scope() empties the transaction and lease stacks (right for a server thread that
-    # is reused); when the request runs *inside* another scope — Django's test client called
-    # from a test that holds a lock — the caller's stacks must come back afterwards.
-    outer = (_context._transactions.get(), _context._leases.get())
-    opened = open_request(method, path, headers)
-    return None if opened is None else (opened[0], opened[1], outer)
-
-
-def _close(scope: RequestScope, token: Any, outer: tuple[Any, Any]) -> None:
-    close_request(scope, token)
-    _context._transactions.set(outer[0])
-    _context._leases.set(outer[1])
+    # close_request() puts back the caller's transaction and lease stacks: a request can
+    # run inside another scope (Django's test client called from a test holding a lock).
+    return open_request(method, path, headers)

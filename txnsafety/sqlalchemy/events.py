@@ -171,7 +171,10 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
     connection.info[INFO_KEY] = weakref.ref(state)
     engine = connection.engine
     if not engine.__dict__.get(_MARK):
-        event.listen(engine, "before_execute", _before_execute, retval=True)
+        # Dialects that render no FOR UPDATE (SQLite) take no row locks: nothing to note
+        # there, and no engine event to pay for (TXN108 still comes from the rows loaded).
+        if verdict.dialect not in IGNORES_FOR_UPDATE:
+            event.listen(engine, "before_execute", _before_execute, retval=True)
         engine.__dict__[_MARK] = True
 
 

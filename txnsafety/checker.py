@@ -206,6 +206,7 @@ def record_write(
     created: bool = False,
     transaction: Transaction | None = CURRENT,
     versioned: bool = False,
+    history_model: type | None = None,
 ) -> None:
     """Judge a write of ``entity`` against its read stamp and the model's policy.
 
@@ -213,6 +214,8 @@ def record_write(
     ``save()``); ``created`` marks an insert of a new entity, which needs no
     read-side protection (as in the seed); ``versioned`` marks a write the data
     layer makes conditional on a version column (it cannot stomp).
+    ``history_model`` names the table for TXN103 when it differs from the class
+    whose policy applies (a Django proxy model and its concrete model share rows).
     """
     if not settings.enabled:
         return
@@ -228,7 +231,7 @@ def record_write(
     txn = current_transaction() if transaction is CURRENT else transaction
     entry = scope.stamps.get(id(entity))
     stamp: ReadStamp | None = entry[1] if entry is not None else None
-    write = _Write(entity, scope, cls, key, policy, stamp, txn, created)
+    write = _Write(entity, scope, cls, key, policy, stamp, txn, created, history_model or cls)
 
     write.check_policy()
     if stamp is None or created:
@@ -251,11 +254,12 @@ class _Write:
     __slots__ = ("entity", "scope", "model", "key", "policy", "stamp", "txn", "created", "site", "history_key")
 
     def __init__(self, entity: Any, scope: RequestScope, model: type, key: Any, policy: Policy,
-                 stamp: ReadStamp | None, txn: Transaction | None, created: bool) -> None:
+                 stamp: ReadStamp | None, txn: Transaction | None, created: bool,
+                 history_model: type) -> None:
         self.entity, self.scope, self.model, self.key, self.policy = entity, scope, model, key, policy
         self.stamp, self.txn, self.created = stamp, txn, created
         self.site = user_site(3)
-        self.history_key = (model_name(model), repr(key))
+        self.history_key = (model_name(history_model), repr(key))
 
     def violation(self, code: Code, message: str, other: Site | None = None, **detail: str) -> None:
         report(Violation(

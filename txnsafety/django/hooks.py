@@ -80,14 +80,11 @@ def _checked(model: type) -> bool:
 def history_model(model: type) -> type:
     """The class whose name keys the per-row write history (TXN103).
 
-    A proxy and its concrete model are the same table: when the proxy does not
-    declare a policy of its own, both are judged under the concrete model, so two
-    objects for one row loaded through different proxies are still caught.
+    A proxy and its concrete model are the same table, so both share the concrete
+    model's history: two objects for one row loaded through different proxies are
+    caught, whichever policy each class declares.
     """
-    concrete = model._meta.concrete_model
-    if concrete is not model and concrete is not None and policy_of(concrete) is policy_of(model):
-        return concrete
-    return model
+    return model._meta.concrete_model or model
 
 
 def row_key(pk: Any, using: str | None) -> Any:
@@ -236,7 +233,7 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
     key = row_key(instance.pk, using)
     if policy is not None and policy.versioned_field and not versioned and not created:
         _check_unversioned_write(instance, policy, key, txn)
-    record_write(instance, model=history_model(cls), key=key, fields=_field_names(cls, fields),
+    record_write(instance, model=cls, history_model=history_model(cls), key=key, fields=_field_names(cls, fields),
                  created=created, transaction=txn, versioned=versioned)
 
 

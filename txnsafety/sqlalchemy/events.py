@@ -101,12 +101,11 @@ class SessionState:
 # -- per-class facts, computed once ------------------------------------------------
 
 class _ClassInfo:
-    __slots__ = ("checked", "versioned", "columns", "loaded_columns")
+    __slots__ = ("versioned", "columns", "loaded_columns")
 
     def __init__(self, cls: type) -> None:
         from sqlalchemy import inspect
         mapper = inspect(cls)
-        self.checked = policy_of(cls) is not None
         self.versioned = mapper.version_id_col is not None
         self.columns = tuple(prop.key for prop in mapper.column_attrs)
         self.loaded_columns = frozenset(prop.key for prop in mapper.column_attrs if not prop.deferred)
@@ -244,7 +243,6 @@ def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
 def _on_load(state: Any, context: Any) -> None:
     """``InstanceEvents.load`` (raw: ``state`` is the InstanceState)."""
     cls = state.class_
-    info = _classes.get(cls) or _info(cls)
     session = context.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
     if session_state is None:
@@ -253,7 +251,7 @@ def _on_load(state: Any, context: Any) -> None:
     for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
     if for_update and txn is not None and session_state.ignores_for_update:
         for_update = False  # SQLite renders no FOR UPDATE: the read locked nothing
-    if not (info.checked or settings.strict or (for_update and txn is None)):
+    if not (policy_of(cls) is not None or settings.strict or (for_update and txn is None)):
         return
     ident = state.key[1]
     checker.record_read(state.obj(), model=cls, key=ident[0] if len(ident) == 1 else ident,
@@ -272,7 +270,7 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE."""
     cls = state.class_
     info = _classes.get(cls) or _info(cls)
-    if not (info.checked or settings.strict):
+    if not (policy_of(cls) is not None or settings.strict):
         return
     session_state = _state_of(state.session)
     if session_state is None or current_scope() is None:
@@ -302,8 +300,7 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
 
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
     cls = state.class_
-    info = _classes.get(cls) or _info(cls)
-    if not (info.checked or settings.strict):
+    if not (policy_of(cls) is not None or settings.strict):
         return
     session_state = _state_of(state.session)
     if session_state is None or current_scope() is None:

@@ -100,6 +100,14 @@ def code_of(node: cst.CSTNode) -> str:
     return _EMPTY_MODULE.code_for_node(node)
 
 
+def label(node: cst.CSTNode) -> str:
+    """Source text of a call's callee, shortened for messages."""
+    text = " ".join(code_of(node).split())
+    if len(text) <= 60:
+        return text
+    return dotted(node) if isinstance(node, cst.BaseExpression) and dotted(node) else text[:57] + "..."
+
+
 def dotted(expr: cst.BaseExpression) -> str:
     """``a.b.c`` for a plain attribute chain; calls in the chain are skipped over."""
     parts: list[str] = []
@@ -283,6 +291,7 @@ class ModuleInfo:
         self.versioned: set[str] = set(vocab_cfg.versioned_models)
         self.txn_targets: dict[str, bool] = {}
         self.imports: dict[str, tuple[str, str, int]] = {}
+        self.txn_runners: dict[str, str] = {}
         self.functions: list[tuple[ast.AST, Optional[str]]] = []
         runner_text = _RUNNER_RE.search(source) is not None or any(
             n.split(".")[-1] in source for n in vocab_cfg.retrying_transactions | vocab_cfg.transactions)
@@ -313,6 +322,7 @@ class ModuleInfo:
                     for arg in node.args:
                         if isinstance(arg, ast.Name):
                             self.txn_targets[arg.id] = retrying
+                            self.txn_runners[arg.id] = f"{fname}({arg.id})"
         body = getattr(tree, "body", [])
         self._collect(body, None)
 
@@ -503,7 +513,8 @@ class FunctionAnalyzer:
             retrying = self.mod.info.txn_targets[self.name]
             ndb = "ndb" in self.mod.info.frameworks
             serializable = self.vocab.ndb_serializable if ndb else not self.vocab.weak_isolation
-            self.stack.append(Scope("txn", "a transaction runner", line, retrying=retrying,
+            label = self.mod.info.txn_runners.get(self.name, "a transaction runner")
+            self.stack.append(Scope("txn", label, line, retrying=retrying,
                                     serializable=serializable, decorator=True,
                                     framework="ndb" if ndb else None))
         params = node.params
@@ -986,7 +997,7 @@ class FunctionAnalyzer:
         if term in ("create", "bulk_create") and "objects" in chain(call)[0]:
             if kwarg(call, "ignore_conflicts") is None and kwarg(call, "update_conflicts") is None:
                 root = chain(call)[2]
-                self.act(call, f"`{dotted(call.func)}()`",
+                self.act(call, f"`{label(call.func)}()`",
                          root.value if isinstance(root, cst.Name) else None, "create")
             return
         if term == "update" and ("objects" in chain(call)[0] or
@@ -997,7 +1008,7 @@ class FunctionAnalyzer:
             model = root.value if isinstance(root, cst.Name) else None
             if model in self.querysets:
                 model = self.querysets[model].model
-            self.act(call, f"`{dotted(call.func)}()`", model, "update")
+            self.act(call, f"`{label(call.func)}()`", model, "update")
             return
         if term in ("execute",) and call.args and isinstance(call.args[0].value, cst.Call):
             inner = call.args[0].value
@@ -1120,7 +1131,7 @@ class FunctionAnalyzer:
             first_write = min(other.writes)
             if other.had_rmw and ent.read_line < first_write < w_line and other.read_line <= w_line:
                 self.report(w_line, "TXN103", (
-                    f"TXN103 internal stomping: `{ent.name}` (read at line {ent.read_line}) and "
+                    f"TXN103 internal: `{ent.name}` (read at line {ent.read_line}) and "
                     f"`{other.name}` (read at line {other.read_line}) are two objects for the same "
                     f"row; `{other.name}` is written at line {first_write}, then `{ent.name}` at "
                     f"line {w_line} overwrites that change; read the row once and reuse the object"))
@@ -1285,8 +1296,8 @@ class FunctionAnalyzer:
         line = self.line(node)
         for scope in reversed(pushed):
             if scope.kind == "txn" and scope.framework == "sqlalchemy":
-                self.flush_all(node, verb=f"flushed when `{scope.label}` (line {scope.line}) commits",
-                               line=line, session=scope.session)
+                self.flush_all(node, verb="flushed when the block commits", line=line,
+                               session=scope.session)
                 self.release_row_locks(line)
             self.stack.remove(scope)
 
@@ -1458,16 +1469,16 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
     if code == "TXN104":
         kind = detail[0]
         if kind == "released":
-            return (f"TXN104 scope changed: `{name}` read FOR UPDATE at line {r}, but the row lock "
+            return (f"TXN104 scope-changed: `{name}` read FOR UPDATE at line {r}, but the row lock "
                     f"ended with the commit at line {detail[1]} before it was {verb} at line {w_line}; "
                     f"keep the read and the write in one transaction")
         if kind == "ended":
             scope = detail[1]
-            return (f"TXN104 scope changed: `{name}` {src} inside `{scope.label}` (line {scope.line}) "
+            return (f"TXN104 scope-changed: `{name}` {src} inside `{scope.label}` (line {scope.line}) "
                     f"but {verb} at line {w_line} after it ended; do the read and the write inside the "
                     f"same transaction or lock")
         lock, txn = detail[1], detail[2]
-        return (f"TXN104 scope changed: `{name}` {src} and {verb} at line {w_line} under `{lock.label}` "
+        return (f"TXN104 scope-changed: `{name}` {src} and {verb} at line {w_line} under `{lock.label}` "
                 f"(line {lock.line}), but the lock is released before `{txn.label}` (line {txn.line}) "
                 f"commits, so the next holder can read the old row; take the lock outside the "
                 f"transaction or use a transaction-level lock (select_for_update, "
@@ -1660,7 +1671,7 @@ class ModuleAnalyzer:
                 hr, hw = callee.rmw_getters[ent.getter]
                 if self.cfg.code_enabled("TXN103"):
                     self.add(Finding(later[0], 0, "TXN103", (
-                        f"TXN103 internal stomping: `{ent.name}` read at line {ent.read_line} and "
+                        f"TXN103 internal: `{ent.name}` read at line {ent.read_line} and "
                         f"written at line {later[0]}, but `{callee.name}()` called at line {site.line} "
                         f"reads and writes the same `{ent.getter}` row as another object (lines "
                         f"{hr}/{hw}), and one write erases the other; pass `{ent.name}` to the helper "

@@ -27,6 +27,16 @@ from fixtures.sqla_app.models import reset
 DATABASE = "txnsafety_sqla"
 
 
+def _pid_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @pytest.fixture(scope="session")
 def pg_url(postgres_url: str) -> Iterator[str]:
     """``postgresql+psycopg://…/txnsafety_sqla_<run>``: a database of this test run alone
@@ -35,6 +45,10 @@ def pg_url(postgres_url: str) -> Iterator[str]:
     name = f"{DATABASE}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     engine = create_engine(admin, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
+        for (old,) in conn.execute(text("select datname from pg_database where datname like :p"),
+                                   {"p": f"{DATABASE}_%"}):
+            if not _pid_alive(old.split("_")[2]):   # left behind by a run that was killed
+                conn.execute(text(f'drop database if exists "{old}" with (force)'))
         conn.execute(text(f'create database "{name}"'))
     yield admin.set(database=name).render_as_string(hide_password=False)
     with engine.connect() as conn:

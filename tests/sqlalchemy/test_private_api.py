@@ -9,8 +9,8 @@ moves it fails these tests loudly instead of silently weakening the checker.
   events (``QueryContext.query``).
 * ``QueryContext.query`` — the statement a load/refresh event belongs to.
 * Behaviour: ``before_execute`` receives the ORM's own Select (with
-  ``column_descriptions``) and ``Connection.info`` is shared by ``after_begin`` and
-  ``before_execute`` of one checkout.
+  ``column_descriptions``) on the same ``Connection`` object that ``after_begin``
+  got for the Session's transaction.
 * Behaviour: a FOR UPDATE re-read of an object already in the identity map emits
   no load/refresh event (the stale-lock trap we detect) and ``populate_existing``
   turns it into a refresh event; ``refresh`` gets ``attrs=None`` for a full
@@ -83,14 +83,19 @@ def test_before_execute_sees_the_orm_statement_with_its_lock_and_entities(engine
     assert seen.count((True, [Account])) == 3       # get, select, refresh: each FOR UPDATE
 
 
-def test_connection_info_follows_the_dbapi_connection(engine):
-    """after_begin stores the Session's state in Connection.info; before_execute reads it
-    from the same Connection of the same checkout."""
+def test_the_session_executes_on_the_connection_after_begin_saw(engine):
+    """after_begin tags the Connection object; before_execute must get that same object
+    for the Session's statements (and a separate checkout gets another object)."""
+    begun, executed = [], []
+    event.listen(engine, "before_execute", lambda conn, clause, multi, params, opts: executed.append(conn))
     with Session(engine) as session:
-        infos = []
-        event.listen(session, "after_begin", lambda s, t, conn: infos.append(conn.info))
+        event.listen(session, "after_begin", lambda s, t, conn: begun.append(conn))
         session.get(Account, 1)
-        assert infos and infos[0] is session.connection().info
+        session.execute(select(Account).with_for_update()).all()
+        with engine.connect() as other:
+            other.execute(select(Account))
+    assert len(begun) == 1 and executed[0] is begun[0] and executed[1] is begun[0]
+    assert executed[2] is not begun[0]
 
 
 def test_load_and_refresh_events_carry_the_statement(engine, events):

@@ -60,6 +60,8 @@ __all__ = ["instrument", "is_instrumented", "transaction_of"]
 #: Key of our per-Session state in ``Session.info``.
 INFO_KEY = "txnsafety"
 _MARK = "_txnsafety_instrumented"
+_CONN_KEY = "_txnsafety_session_state"
+_READ_KEY = "txnsafety.read"   # InstanceState.info: the last ReadStamp, across requests
 
 
 class SessionState:
@@ -165,9 +167,10 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
         checker.log.exception("txnsafety: could not determine the isolation of %r", connection)
         verdict = Verdict(True, "unknown", False, connection.dialect.name, "")
     state.join(verdict)
-    # FOR UPDATE statements are seen on the connection (engine event, below): tell it
-    # whose transaction it runs.  A weak reference: the pooled connection outlives us.
-    connection.info[INFO_KEY] = weakref.ref(state)
+    # FOR UPDATE statements are seen on the connection (engine event, below): tell this
+    # Connection (one checkout, not the pooled DBAPI connection, which other code reuses
+    # later) whose transaction it runs.
+    connection.__dict__[_CONN_KEY] = weakref.ref(state)
     engine = connection.engine
     if not engine.__dict__.get(_MARK):
         # Dialects that render no FOR UPDATE (SQLite) take no row locks: nothing to note
@@ -192,7 +195,7 @@ def _before_execute(conn: Any, clauseelement: Any, multiparams: Any, params: Any
 
 
 def _note_lock(conn: Any, clauseelement: Any) -> None:
-    ref = conn.info.get(INFO_KEY)
+    ref = conn.__dict__.get(_CONN_KEY)
     state = ref() if ref is not None else None
     scope = current_scope()
     if state is None or state.root is None or scope is None or not settings.enabled:
@@ -213,6 +216,19 @@ def _note_lock(conn: Any, clauseelement: Any) -> None:
 
 #: Stands for "rows of this model" when reporting a FOR UPDATE statement itself.
 _LOCK_PROBE = object()
+
+
+def _earlier_read(obj: Any, cls: type, state: Any) -> None:
+    """The object is written in this request but was read in an earlier one (or before
+    this request's scope): for this request that read happened outside any of its
+    transactions or locks (Khan's cached entity, TXN101 / TXN102)."""
+    earlier = state.info.get(_READ_KEY)
+    if earlier is None:
+        return  # never loaded under a checker scope: created here, or unknown provenance
+    checker.record_read(obj, model=cls, key=_key(state), transaction=None)
+    stamp = checker.read_stamp(obj)
+    if stamp is not None:  # point the report at the original read, with the locks held then
+        stamp.site, stamp.leases = earlier.site, earlier.leases
 
 
 def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
@@ -242,11 +258,13 @@ def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
 
 def _on_load(state: Any, context: Any) -> None:
     """``InstanceEvents.load`` (raw: ``state`` is the InstanceState)."""
-    cls = state.class_
     session = context.session
-    session_state = session.info.get(INFO_KEY) if session is not None else None
+    if session is None or not settings.enabled:
+        return
+    session_state = session.info.get(INFO_KEY)
     if session_state is None:
         return
+    cls = state.class_
     txn = session_state.txn
     for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
     if for_update and txn is not None and session_state.ignores_for_update:
@@ -254,8 +272,15 @@ def _on_load(state: Any, context: Any) -> None:
     if not (policy_of(cls) is not None or settings.strict or (for_update and txn is None)):
         return
     ident = state.key[1]
-    checker.record_read(state.obj(), model=cls, key=ident[0] if len(ident) == 1 else ident,
+    obj = state.obj()
+    checker.record_read(obj, model=cls, key=ident[0] if len(ident) == 1 else ident,
                         transaction=txn, for_update=for_update)
+    scope = current_scope()
+    entry = scope.stamps.get(id(obj)) if scope is not None else None
+    if entry is not None:
+        # Remember the read on the object itself: if it outlives this request (a cache,
+        # a module global) and is written in a later one, that write is half-protected.
+        state.info[_READ_KEY] = entry[1]
 
 
 def _on_refresh(state: Any, context: Any, attrs: Any) -> None:
@@ -268,6 +293,8 @@ def _on_refresh(state: Any, context: Any, attrs: Any) -> None:
 
 def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE."""
+    if not settings.enabled:
+        return
     cls = state.class_
     info = _classes.get(cls) or _info(cls)
     if not (policy_of(cls) is not None or settings.strict):
@@ -292,6 +319,8 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     if not changed and not atomic:
         return  # dirty through a relationship only: no UPDATE of this row's columns
     versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
+    if changed and checker.read_stamp(obj) is None:
+        _earlier_read(obj, cls, state)
     if session_state.locks and changed and not info.versioned:
         _stale_lock(obj, cls, session_state)
     checker.record_write(obj, model=cls, key=_key(state), fields=changed or atomic,

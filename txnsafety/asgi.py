@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable, MutableMapping
 from asgiref.compatibility import guarantee_single_callable
 
 from .config import settings
+from . import hops
 from .context import RequestScope
 from .scopes import close_request, open_request
 
@@ -30,6 +31,7 @@ class TxnSafetyASGIMiddleware:
         if not callable(app):
             raise TypeError(f"TxnSafetyASGIMiddleware wraps an ASGI application, not {app!r}")
         self.app = guarantee_single_callable(app)
+        hops.install()  # sync_to_async hops report the awaiting line, not asgiref's
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         opened = _open(scope) if settings.enabled and scope.get("type") == "http" else None

@@ -12,7 +12,8 @@ import os
 import sys
 import sysconfig
 import traceback
-from typing import NamedTuple
+from contextvars import ContextVar
+from typing import Any, Iterator, NamedTuple
 
 from .config import settings
 
@@ -76,62 +77,65 @@ class Site(NamedTuple):
         return f"{self.file}:{self.line} in {self.function}"
 
 
+#: Where the awaiting coroutine stood when a ``sync_to_async`` hop started: the
+#: thread that runs the sync part has no user frame of its own (see hops.py).
+caller_site: ContextVar[Site | None] = ContextVar("txnsafety_caller_site", default=None)
+
+
 def user_site(skip: int = 1) -> Site | None:
     """The innermost frame of user code above the caller (cheap: no formatting).
 
     This runs on every checked read, so the loop is written for speed: one dict
-    lookup per frame, the classification done once per file.
+    lookup per frame, the classification done once per file.  When the stack
+    holds no user frame — the ORM runs in a greenlet (SQLAlchemy asyncio) or in a
+    ``sync_to_async`` thread (Django's async ORM) — the walk continues in the
+    parent greenlet's suspended stack, then falls back to the awaiting caller.
     """
     try:
-        frame = sys._getframe(skip + 1)
+        frame: Any = sys._getframe(skip + 1)
     except ValueError:
         return None
     verdicts = _verdicts
-    while frame is not None:
-        code = frame.f_code
-        verdict = verdicts.get(code.co_filename)
-        if verdict is None:
-            verdict = is_library_file(code.co_filename, frame.f_globals)
-        if not verdict:
-            return Site(code.co_filename, frame.f_lineno, code.co_name)
-        frame = frame.f_back or _bridged_frame(frame)
-    return None
+    for segment in _segments(frame):
+        frame = segment
+        while frame is not None:
+            code = frame.f_code
+            verdict = verdicts.get(code.co_filename)
+            if verdict is None:
+                verdict = is_library_file(code.co_filename, frame.f_globals)
+            if not verdict:
+                return Site(code.co_filename, frame.f_lineno, code.co_name)
+            frame = frame.f_back
+    return caller_site.get()
 
 
-def _bridged_frame(frame: object) -> object | None:
-    """Where the caller waits, when the stack ends at a greenlet's first frame.
+def _segments(frame: Any) -> Iterator[Any]:
+    """The innermost frame of each stack to search: this one, then each parent greenlet's.
 
-    SQLAlchemy's asyncio extension runs the sync ORM in a greenlet (greenlet_spawn):
-    the user's ``await session.get(...)`` is in the parent greenlet's suspended
-    stack, not above the ORM's frames.  Followed once per greenlet hop.
+    SQLAlchemy's asyncio extension runs the sync ORM in a greenlet
+    (``greenlet_spawn``): the user's ``await session.get(...)`` is in the parent
+    greenlet's suspended stack, not above the ORM's frames.  Each greenlet is
+    visited once, so the walk always ends.
     """
+    yield frame
     greenlet = sys.modules.get("greenlet")
     if greenlet is None:
-        return None
+        return
     try:
-        current = greenlet.getcurrent()
-        while current is not None and current.parent is not None:
-            outer = current.parent.gr_frame
-            if outer is not None and frame is not outer:
-                return outer
+        current = greenlet.getcurrent().parent
+        while current is not None:
+            if current.gr_frame is not None:
+                yield current.gr_frame
             current = current.parent
-    except Exception:
-        return None
-    return None
+    except Exception:  # a greenlet API change must not break a read
+        return
 
 
-def _stack(frame: object) -> list[traceback.FrameSummary]:
+def _stack(frame: Any) -> list[traceback.FrameSummary]:
     """``traceback.extract_stack`` across greenlet hops (outermost first)."""
-    stack = traceback.extract_stack(frame)  # type: ignore[arg-type]
-    greenlet = sys.modules.get("greenlet")
-    if greenlet is not None:
-        try:
-            current = greenlet.getcurrent()
-            while current.parent is not None and current.parent.gr_frame is not None:
-                stack = traceback.extract_stack(current.parent.gr_frame) + stack
-                current = current.parent
-        except Exception:
-            pass
+    stack: list[traceback.FrameSummary] = []
+    for segment in _segments(frame):
+        stack = traceback.extract_stack(segment) + stack
     return stack
 
 

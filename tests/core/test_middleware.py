@@ -78,6 +78,10 @@ def test_asgi_two_interleaved_requests_lose_an_update_and_both_are_reported(stor
         assert body["violations"] == ["TXN102"]
         assert body["violation_requests"] == [body["request_id"]]
     assert bodies[0]["request_id"] != bodies[1]["request_id"]
+    # the reads and writes ran in sync_to_async threads; the sites are the awaiting lines
+    for violation in txnsafety_violations:
+        assert violation.read_site.file == points.__file__ and violation.read_site.function == "app"
+        assert violation.write_site.line > violation.read_site.line
 
 
 def test_asgi_fixed_twin_loses_nothing(store, txnsafety_violations):

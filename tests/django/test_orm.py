@@ -280,12 +280,13 @@ def test_async_view_aget_asave_through_the_async_middleware(db, txnsafety_violat
     assert Account.objects.using(db).get(pk=1).balance == 102
 
 
-@pytest.mark.xfail(strict=True, reason="core: sites.user_site() cannot see the awaiting coroutine across a "
-                   "sync_to_async hop (Django's async ORM); requested from the lead")
 def test_async_orm_sites_point_at_the_view(sqlite_db, txnsafety_violations):
     from django.test import AsyncClient
     asyncio.run(AsyncClient().get(f"/{sqlite_db}/async/unprotected/1/"))
-    assert txnsafety_violations[0].write_site.function == "async_unprotected"
+    (violation,) = txnsafety_violations
+    assert violation.write_site.function == "async_unprotected"
+    assert violation.read_site.function == "async_unprotected"
+    assert violation.read_site.line < violation.write_site.line
 
 
 def test_arefresh_and_abulk_update(sqlite_db, txnsafety_violations):

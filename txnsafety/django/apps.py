@@ -33,11 +33,13 @@ def activate() -> None:
     the middleware without listing the app (then ``TXNSAFETY`` is not read).
     """
     global _activated
+    from .. import hops
     from ..adapters import register_refetcher
     from . import hooks
     from .refetch import arefetch, is_model, refetch
 
     hooks.install()
+    hops.install()  # sites of the async ORM point at the awaiting view, not into asgiref
     if _activated:
         return
     hooks.wrap_overridden_from_db(apps.get_models(include_auto_created=True))

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 import re
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import libcst as cst
 import bisect
@@ -421,9 +422,11 @@ class _Positions:
 
 
 class CallSite:
-    __slots__ = ("callee", "line", "col", "stack", "args", "live", "caller", "receiver")
+    __slots__ = ("callee", "line", "col", "stack", "args", "live", "caller", "receiver",
+                 "module_alias")
 
-    def __init__(self, callee, line, col, stack, args, live, caller, receiver):
+    def __init__(self, callee, line, col, stack, args, live, caller, receiver, module_alias=None):
+        self.module_alias = module_alias   # ``services`` in ``services.award_bonus(...)``
         self.callee = callee
         self.line = line
         self.col = col
@@ -475,7 +478,8 @@ class FunctionAnalyzer:
         self.param_order: list[str] = []
         self.param_writes: dict[str, tuple] = {}
         self.rmw_getters: dict[str, tuple] = {}
-        self.deferred: list[Finding] = []
+        self.inherited_rmw: dict[str, tuple] = {}
+        self.deferred: list[tuple[Finding, str]] = []
         self.call_sites: list[CallSite] = []
         self.reported_write_lines: set[int] = set()
         self.is_method = is_method
@@ -496,7 +500,7 @@ class FunctionAnalyzer:
             col = self.col(node_or_line)
         f = Finding(line, col, code, message)
         if deferrable and self.outer is None:
-            self.deferred.append(f)
+            self.deferred.append((f, "txn" if code == "TXN108" else "any"))
         else:
             self.mod.add(f)
 
@@ -669,7 +673,6 @@ class FunctionAnalyzer:
                     if isinstance(a.value, cst.Call):
                         if any(terminal(cc) == "with_for_update" for cc in chain(a.value)[1]):
                             for_update = True
-        key = None
 
         def mk(model, getter, fw, maybe_none=False, locked=False):
             key = code_of(call)
@@ -754,7 +757,7 @@ class FunctionAnalyzer:
         if info.for_update:
             txn = self.in_txn()
             if txn is None and info.framework == "django" and not info.locked:
-                self.report(call, "TXN108", (
+                self.report(call, "TXN108", deferrable=True, message=(
                     f"TXN108 lock outside transaction: select_for_update() evaluated at line {line} "
                     f"outside any transaction, so the row lock ends with the statement (Django raises "
                     f"TransactionManagementError in autocommit); wrap the read and the write in "
@@ -1071,8 +1074,11 @@ class FunctionAnalyzer:
     def record_call_site(self, call: cst.Call, term: str, recv_name: Optional[str]) -> None:
         if term not in self.mod.function_names:
             return
+        module_alias = None
         if recv_name is not None and recv_name not in ("self", "cls") and recv_name not in self.entities:
-            return
+            if recv_name not in self.mod.module_aliases:
+                return
+            module_alias, recv_name = recv_name, None
         args = []
         for i, a in enumerate(call.args):
             if isinstance(a.value, cst.Name) and a.value.value in self.entities:
@@ -1081,7 +1087,7 @@ class FunctionAnalyzer:
         receiver = self.entities.get(recv_name) if recv_name not in (None, "self", "cls") else None
         live = [e for e in set(self.entities.values()) if e.source != "param"]
         site = CallSite(term, self.line(call), self.col(call), tuple(self.stack), args, live,
-                        self, receiver)
+                        self, receiver, module_alias)
         self.mod.call_sites.append(site)
 
     # -- writes
@@ -1282,6 +1288,18 @@ class FunctionAnalyzer:
             expr = item.item
             as_name = item.asname.name.value if item.asname is not None and \
                 isinstance(item.asname.name, cst.Name) else None
+            if isinstance(expr, cst.Call) and name_matches(dotted(expr.func), {"fetch_under_lock"}):
+                # ``with fetch_under_lock(x) as x:`` takes x's user lock and yields a fresh copy
+                scope = Scope("lock", label(expr), self.line(node))
+                self.stack.append(scope)
+                pushed.append(scope)
+                if as_name:
+                    arg = expr.args[0].value if expr.args else None
+                    old = self.entities.get(arg.value) if isinstance(arg, cst.Name) else None
+                    info = GetInfo(old.model if old else None, old.getter if old else None,
+                                   old.key if old else None, old.framework if old else None)
+                    self.new_entity(as_name, info, self.line(node))
+                continue
             scope = self.scope_for(expr, self.line(node), as_name=as_name)
             if scope is not None:
                 self.stack.append(scope)
@@ -1437,7 +1455,8 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
         scope: Scope = detail
         fw = _fw(ent, vocab, scope)
         if scope.kind == "lock":
-            fix = f"re-read it inside the lock: `{name} = fetch_under_lock({name})` or a fresh get"
+            fix = (f"re-read it under the lock: `with fetch_under_lock({name}) as {name}:` "
+                   f"(or a fresh get inside the block)")
         elif fw == "django":
             fix = "move the read inside the block and lock the row with select_for_update()"
         elif fw == "sqlalchemy":
@@ -1525,6 +1544,7 @@ class ModuleAnalyzer:
         self.call_sites: list[CallSite] = []
         self.functions: dict[str, FunctionAnalyzer] = {}
         self.function_names: set[str] = set()
+        self.module_aliases: set[str] = set()
         self.prefilter = prefilter or Prefilter(cfg)
         self.nested_seen = 0
         self.parsed_functions = 0
@@ -1563,8 +1583,19 @@ class ModuleAnalyzer:
         return True
 
     def helper_names(self) -> set[str]:
-        """Module-level functions that other modules may call (picked ones)."""
-        return {fnode.name for fnode, cls, _s, _t in self.picked if cls is None}
+        """Module-level functions that other modules may call: the picked ones and the
+        functions that call them (three levels, by text)."""
+        names = {fnode.name for fnode, cls, _s, _t in self.picked if cls is None}
+        wanted = set(names) | {fnode.name for fnode, _c, _s, _t in self.picked}
+        rest = [it for it in self.rest if it[1] is None]
+        for _round in range(3):
+            if not wanted or not rest:
+                break
+            calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in wanted)))
+            wanted = {it[0].name for it in rest if calls.search(it[3])}
+            names |= wanted
+            rest = [it for it in rest if it[0].name not in wanted]
+        return names
 
     def analyze(self, external: Optional[set[str]] = None) -> None:
         """libcst stage.  ``external``: names imported from other modules that are helpers."""
@@ -1575,14 +1606,19 @@ class ModuleAnalyzer:
         wanted = set(external or ()) | {
             name for name, fa in self.functions.items()
             if fa.param_writes or fa.rmw_getters or fa.deferred}
-        if wanted and self.rest:
+        for _round in range(3):            # callers, their callers, and theirs
+            if not wanted or not self.rest:
+                break
             calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in wanted)))
+            keep, wanted = [], set()
             for item in self.rest:
-                text = item[3]
-                if calls.search(text) and (self.prefilter.txn.search(text) or
-                                           self.prefilter.gets.search(text)):
+                if calls.search(item[3]):
                     self.analyze_function(*item)
-            self.rest = []
+                    wanted.add(item[0].name)
+                    self.function_names.add(item[0].name)
+                else:
+                    keep.append(item)
+            self.rest = keep
 
     def results(self) -> list[Finding]:
         seen = set()
@@ -1620,8 +1656,24 @@ class ModuleAnalyzer:
         """Join call sites to the functions they call (``lookup(site)`` finds the callee)."""
         callers: dict[int, list[CallSite]] = {}
         analyzers: dict[int, FunctionAnalyzer] = {}
-        for site in call_sites:
-            callee = lookup(site)
+        # a helper's helpers count as its own: propagate re-read-and-write summaries up
+        resolved = [(site, lookup(site)) for site in call_sites]
+        for _round in range(4):
+            changed = False
+            for site, callee in resolved:
+                if callee is None or callee is site.caller or site.caller.outer is not None:
+                    continue
+                for getter, lines in callee.rmw_getters.items():
+                    if getter not in site.caller.inherited_rmw and getter not in site.caller.rmw_getters:
+                        site.caller.inherited_rmw[getter] = lines
+                        changed = True
+                for getter, lines in callee.inherited_rmw.items():
+                    if getter not in site.caller.inherited_rmw and getter not in site.caller.rmw_getters:
+                        site.caller.inherited_rmw[getter] = lines
+                        changed = True
+            if not changed:
+                break
+        for site, callee in resolved:
             if callee is None or callee is site.caller:
                 continue
             callers.setdefault(id(callee), []).append(site)
@@ -1629,12 +1681,29 @@ class ModuleAnalyzer:
             mod = site.caller.mod
             mod._param_writes(site, callee)
             mod._internal(site, callee)
-        # an unprotected helper whose every caller calls it under protection is fine
+        # an unprotected helper whose every caller calls it under protection (directly, or
+        # because the caller itself is only ever called under protection) is fine
+        memo: dict[tuple[int, str], bool] = {}
+
+        def protected(fa: FunctionAnalyzer, need: str, visiting: frozenset) -> bool:
+            key = (id(fa), need)
+            if key in memo:
+                return memo[key]
+            if id(fa) in visiting:
+                return False
+            sites = callers.get(id(fa), [])
+            ok = bool(sites) and all(
+                (any(sc.kind == "txn" for sc in site.stack) if need == "txn" else bool(site.stack))
+                or protected(site.caller, need, visiting | {id(fa)})
+                for site in sites)
+            memo[key] = ok
+            return ok
+
         for mod in modules:
             for fa in mod.functions.values():
-                sites = callers.get(id(fa), [])
-                if fa.deferred and not (sites and all(s.stack for s in sites)):
-                    mod.findings.extend(fa.deferred)
+                for finding, need in fa.deferred:
+                    if not protected(fa, need, frozenset()):
+                        mod.findings.append(finding)
                 fa.deferred = []
 
     def _param_writes(self, site: CallSite, callee: FunctionAnalyzer) -> None:
@@ -1655,25 +1724,30 @@ class ModuleAnalyzer:
             if result is None:
                 continue
             code, detail = result
-            verb = f"written by `{callee.name}()` (line {w_line}) called"
+            where = "line" if callee.mod is self else \
+                f"{os.path.basename(callee.mod.filename) or 'another module'} line"
+            verb = f"written by `{callee.name}()` ({where} {w_line}) called"
             msg = compose(code, ent, site.line, verb, relevant, detail, self.vocab)
             if self.cfg.code_enabled(code):
                 self.add(Finding(site.line, site.col, code, msg))
 
     def _internal(self, site: CallSite, callee: FunctionAnalyzer) -> None:
-        if not callee.rmw_getters:
+        summary = {**callee.inherited_rmw, **callee.rmw_getters}
+        if not summary:
             return
         for ent in site.live:
-            if ent.getter not in callee.rmw_getters:
+            if ent.getter not in summary:
                 continue
             later = [w for w in ent.writes if w > site.line]
             if ent.read_line < site.line and later and ent.had_rmw:
-                hr, hw = callee.rmw_getters[ent.getter]
+                hr, hw = summary[ent.getter]
+                where = "lines" if callee.mod is self else \
+                    f"{os.path.basename(callee.mod.filename) or 'another module'} lines"
                 if self.cfg.code_enabled("TXN103"):
                     self.add(Finding(later[0], 0, "TXN103", (
                         f"TXN103 internal: `{ent.name}` read at line {ent.read_line} and "
                         f"written at line {later[0]}, but `{callee.name}()` called at line {site.line} "
-                        f"reads and writes the same `{ent.getter}` row as another object (lines "
+                        f"reads and writes the same `{ent.getter}` row as another object ({where} "
                         f"{hr}/{hw}), and one write erases the other; pass `{ent.name}` to the helper "
                         f"instead of re-reading")))
                 return
@@ -1729,8 +1803,11 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
                 index.setdefault(".".join(parts[i:]), m)
     helpers = {id(m): m.helper_names() for m in mods.values()}
 
-    def target(m: ModuleAnalyzer, alias: str) -> Optional[tuple[ModuleAnalyzer, str]]:
+    def target(m: ModuleAnalyzer, alias: str, as_module: bool = False
+               ) -> Optional[tuple[ModuleAnalyzer, str]]:
         modname, name, level = m.info.imports[alias]
+        if as_module:                       # ``from pkg import services``
+            modname, name = (modname + "." + name) if modname else name, ""
         if level:
             here = dotted_of.get(id(m), "")
             parts = here.split(".") if here else []
@@ -1750,11 +1827,18 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
             t = target(m, alias)
             if t is not None and t[1] in helpers[id(t[0])]:
                 external.add(alias)
+            t = target(m, alias, as_module=True)
+            if t is not None and helpers[id(t[0])]:
+                m.module_aliases.add(alias)
+                external |= helpers[id(t[0])]
         m.analyze(external)
     sites = [site for m in mods.values() for site in m.call_sites]
 
     def lookup(site: CallSite):
         m = site.caller.mod
+        if site.module_alias is not None:
+            t = target(m, site.module_alias, as_module=True)
+            return t[0].functions.get(site.callee) if t is not None else None
         local = m.functions.get(site.callee)
         if local is not None:
             return local

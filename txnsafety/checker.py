@@ -32,7 +32,7 @@ from .context import _transactions as _transactions_var
 from .policies import _cache as _policy_cache
 from .policies import STRICT_DEFAULT, Policy, Protection, policy_of
 from .report import StompingError, Violation, report
-from .sites import Site, user_site, user_trace
+from .sites import Site, sites_wanted, user_site, user_trace
 
 log = logging.getLogger("txnsafety")
 
@@ -123,6 +123,7 @@ def record_read(
     key: Any = None,
     transaction: Transaction | None = CURRENT,
     for_update: bool = False,
+    site: Site | None = CURRENT,
 ) -> None:
     """Stamp ``entity`` as read now.  Call it for every entity a query returns.
 
@@ -130,6 +131,10 @@ def record_read(
     that track transactions themselves (Django, SQLAlchemy) pass their own.
     A ``FOR UPDATE`` read with no transaction is reported as TXN108 whatever the
     model's policy: the row lock is released the moment the statement ends.
+
+    ``site`` is the user's read site when the caller already knows it: an
+    integration finds it once per statement (:func:`txnsafety.sites.user_site`)
+    and passes it for every row, instead of one stack walk per row.
 
     This is the hottest path of the checker (every entity of every query), so it
     is written flat: no decorator, contextvars read directly.
@@ -151,8 +156,11 @@ def record_read(
             policy = policy_of(cls)
         if policy is None and not settings.strict:
             return
+        if site is CURRENT:
+            mode = settings.read_sites
+            site = user_site(1) if mode == "always" or (mode == "adaptive" and cls in sites_wanted) else None
         scope.stamps[id(entity)] = (entity, ReadStamp(
-            next(scope._clock), transaction, _leases_var.get(), user_site(1), for_update))
+            next(scope._clock), transaction, _leases_var.get(), site, for_update))
     except StompingError:
         raise
     except Exception:
@@ -161,6 +169,7 @@ def record_read(
 
 def _report_lock_outside_transaction(scope: RequestScope, model: type, key: Any) -> None:
     site = user_site(2)
+    sites_wanted.add(model)
     report(Violation(
         Code.TXN108, "read FOR UPDATE outside any transaction: the row lock ends with the statement",
         model_name(model), None if key is None else str(key), read_site=site,
@@ -262,6 +271,7 @@ class _Write:
         self.history_key = (model_name(history_model), repr(key))
 
     def violation(self, code: Code, message: str, other: Site | None = None, **detail: str) -> None:
+        sites_wanted.add(self.model)  # adaptive read sites: from now on, this model's reads are located
         report(Violation(
             code, message, model_name(self.model), None if self.key is None else str(self.key),
             read_site=self.stamp.site if self.stamp else None, write_site=self.site,
@@ -348,11 +358,12 @@ class _Write:
     def check_internal(self, fields: Iterable[str] | None) -> None:
         assert self.stamp is not None
         mine = frozenset(fields) if fields is not None else None
-        history = self.scope.writes.get(self.history_key, ())
-        for other in reversed(history):  # in tick order: stop at writes older than our read
-            if other.tick < self.stamp.tick:
-                break
-            if other.obj_id == id(self.entity):
+        history = self.scope.writes.get(self.history_key)
+        if not history:
+            return
+        me = id(self.entity)
+        for other in history.values():  # one record per Python object that wrote the row
+            if other.obj_id == me or other.tick < self.stamp.tick:
                 continue
             if mine is not None and other.fields is not None and not (mine & other.fields):
                 continue  # disjoint partial writes do not erase each other
@@ -362,6 +373,12 @@ class _Write:
             return
 
     def remember(self, fields: Iterable[str] | None) -> None:
-        record = WriteRecord(id(self.entity), self.scope.tick(),
-                             frozenset(fields) if fields is not None else None, self.site)
-        self.scope.writes.setdefault(self.history_key, []).append(record)
+        """Keep the latest write of each object (its fields accumulated), so a row
+        saved in a loop costs O(objects), not O(writes), at every later write."""
+        me = id(self.entity)
+        history = self.scope.writes.setdefault(self.history_key, {})
+        previous = history.get(me)
+        written = frozenset(fields) if fields is not None else None
+        if previous is not None and written is not None:
+            written = None if previous.fields is None else previous.fields | written
+        history[me] = WriteRecord(me, self.scope.tick(), written, self.site)

@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 from .context import Priority
 
 MODES = ("raise", "log", "collect")
+READ_SITES = ("always", "adaptive", "never")
 
 
 @dataclass
@@ -27,6 +28,12 @@ class Settings:
     strict: bool = False
     #: Master switch: off, reads and writes cost one attribute check.
     enabled: bool = True
+    #: When to find the user's read site (a walk up the stack to the first user
+    #: frame, about a microsecond per library frame, the checker's main cost):
+    #: ``always``; ``adaptive`` (the default outside tests: only for models that
+    #: already had a violation in this process, so the first report of a model
+    #: names no read site and later ones do); ``never``.  Write sites are always found.
+    read_sites: str = "adaptive"
     #: ``"Model"`` / ``"app.Model"`` globs, optionally ``"glob:TXN103"``, never reported.
     allow: tuple[str, ...] = ()
     #: Path prefixes of frames that are never "the user's own code".
@@ -66,6 +73,7 @@ def configure(
     mode: str | None = None,
     strict: bool | None = None,
     enabled: bool | None = None,
+    read_sites: str | bool | None = None,
     allow: Iterable[str] | None = None,
     library_paths: Iterable[str] | None = None,
     priority_rule: Callable[[str, dict[str, str]], Priority] | None = None,
@@ -84,6 +92,12 @@ def configure(
         settings.strict = bool(strict)
     if enabled is not None:
         settings.enabled = bool(enabled)
+    if read_sites is not None:
+        if isinstance(read_sites, bool):
+            read_sites = "always" if read_sites else "never"
+        if read_sites not in READ_SITES:
+            raise ValueError(f"txnsafety: read_sites must be one of {', '.join(READ_SITES)}, not {read_sites!r}")
+        settings.read_sites = read_sites
     if allow is not None:
         compiled: list[tuple[str, str | None]] = []
         for entry in allow:

@@ -30,6 +30,9 @@ from contextlib import contextmanager
 log = logging.getLogger("txnsafety")
 
 _request_ids = itertools.count(1)
+#: Request ids are "<random per process>-<counter>": unique across processes, and
+#: cheaper than a uuid per request.
+_PROCESS_TAG = uuid.uuid4().hex[:8]
 _transaction_ids = itertools.count(1)
 
 
@@ -110,11 +113,11 @@ class RequestScope:
 
     name: str = ""
     priority: Priority = Priority.INTERACTIVE
-    id: str = field(default_factory=lambda: f"{next(_request_ids)}-{uuid.uuid4().hex[:8]}")
+    id: str = field(default_factory=lambda: f"{_PROCESS_TAG}-{next(_request_ids)}")
     #: id(entity) -> (entity, ReadStamp); the strong reference keeps ids unique.
     stamps: dict[int, tuple[Any, Any]] = field(default_factory=dict)
-    #: (model, key) -> list of WriteRecord, in request order.
-    writes: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
+    #: (model, key) -> {id(entity): latest WriteRecord of that object}.
+    writes: dict[tuple[str, str], dict[int, Any]] = field(default_factory=dict)
     violations: list[Any] = field(default_factory=list)
     reported: set[tuple[Any, ...]] = field(default_factory=set)
     single_writer: str | None = None

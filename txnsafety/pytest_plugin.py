@@ -53,8 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     _test_mode.set()
     config.addinivalue_line("markers", "txnsafety_allow(reason): this test may commit violations")
+    from .config import configure
+    configure(read_sites="always")  # a failing test names every site; speed matters less here
     if "TXNSAFETY_MODE" not in os.environ:
-        from .config import configure
         configure(mode=config.getini("txnsafety_mode") or "raise")
 
 

@@ -109,6 +109,23 @@ def user_site(skip: int = 1) -> Site | None:
     return caller_site.get()
 
 
+#: Models whose reads get a site under ``read_sites="adaptive"``: those that had a violation.
+sites_wanted: set[type] = set()
+
+
+def read_site(model: type, skip: int = 1) -> Site | None:
+    """:func:`user_site` for a read of ``model``, or None when the setting says not to look.
+
+    An integration calls it once per statement, from its own hook, and passes
+    the result to ``record_read(site=...)`` for every row: the frames between the
+    hook and ``record_read`` are never materialised.
+    """
+    mode = settings.read_sites
+    if mode == "always" or (mode == "adaptive" and model in sites_wanted):
+        return user_site(skip + 1)
+    return None
+
+
 def _segments(frame: Any) -> Iterator[Any]:
     """The innermost frame of each stack to search: this one, then each parent greenlet's.
 

@@ -371,3 +371,41 @@ def test_internal_error_is_logged_not_raised(store, caplog, txnsafety_violations
     txnsafety.record_write(Exploding(), model=Account, key=object())  # key repr works; no crash
     txnsafety.record_read(object(), model=None)
     assert txnsafety_violations == []
+
+
+def test_adaptive_read_sites_locate_reads_after_a_models_first_violation(store, txnsafety_violations):
+    """Production default: no stack walk on reads until a model has stomped once."""
+    from dataclasses import dataclass
+
+    from fixtures.minidb import Entity
+
+    @txnsafety.written_in_transaction()
+    @dataclass(eq=False)
+    class Fresh(Entity):
+        n: int = 0
+
+    store.create(Fresh)
+    with txnsafety.suppress(reason="setup"):
+        store.insert(Fresh(1, 0))
+    txnsafety.configure(read_sites="adaptive")
+    try:
+        for _ in range(2):
+            with txnsafety.request_scope("request"):
+                row = store.get(Fresh, 1)
+                store.put(row)
+    finally:
+        txnsafety.configure(read_sites="always")
+    first, second = txnsafety_violations
+    assert first.read_site is None and first.write_site is not None
+    assert second.read_site is not None and second.read_site.function.startswith("test_adaptive")
+
+
+def test_read_sites_never_and_bad_value(store, txnsafety_violations):
+    txnsafety.configure(read_sites=False)
+    try:
+        store.put(store.get(Account, 1))
+    finally:
+        txnsafety.configure(read_sites=True)
+    assert txnsafety_violations[0].read_site is None
+    with pytest.raises(ValueError, match="read_sites must be one of"):
+        txnsafety.configure(read_sites="sometimes")

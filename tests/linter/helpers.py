@@ -1,7 +1,6 @@
 """Shared helpers for the linter tests."""
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 

@@ -50,7 +50,7 @@ def test_calls_followed_between_modules(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1, out
     assert "views.py:11:" in out[0] and "TXN101" in out[0]
-    assert "written by `add_coins()` (line 6)" in out[0]
+    assert "written by `add_coins()` (helpers.py line 6)" in out[0]
 
 
 def test_one_file_at_a_time(tmp_path, capsys):
@@ -59,3 +59,53 @@ def test_one_file_at_a_time(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "helpers.py:12:" in out and "TXN106" in out      # helper judged on its own
     assert "views.py" not in out
+
+
+def test_module_alias_chain_three_calls_down(tmp_path, capsys):
+    """views.internal -> services.award_bonus -> _apply_bonus -> _credit (the demo app's shape)."""
+    pkg = tmp_path / "shop"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "services.py").write_text(textwrap.dedent("""\
+        from .models import Account
+
+
+        def award_bonus(pk, amount):
+            _apply_bonus(pk, amount)
+
+
+        def _apply_bonus(pk, amount):
+            _credit(pk, amount)
+
+
+        def _credit(pk, amount):
+            account = Account.objects.select_for_update().get(pk=pk)
+            account.balance += amount
+            account.save()
+        """))
+    (pkg / "views.py").write_text(textwrap.dedent("""\
+        from django.db import transaction
+
+        from . import services
+        from .models import Account
+
+
+        def internal(pk):
+            with transaction.atomic():
+                account = Account.objects.select_for_update().get(pk=pk)
+                account.balance += 10
+                services.award_bonus(pk, 5)
+                account.save()
+
+
+        def internal_safe(pk):
+            with transaction.atomic():
+                services.award_bonus(pk, 5)
+                account = Account.objects.select_for_update().get(pk=pk)
+                account.balance += 10
+                account.save()
+        """))
+    assert main([str(tmp_path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1, out                   # no TXN108 in _credit: every chain is in atomic()
+    assert "views.py:12:" in out[0] and "TXN103" in out[0] and "services.py lines 13/15" in out[0]

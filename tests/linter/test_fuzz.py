@@ -11,12 +11,15 @@ import ast
 import warnings
 
 import hypothesmith
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter
 from txnsafety_lint.config import Config
 from txnsafety_lint.flake8_plugin import Plugin
+
+pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
 
 
 class OpenPrefilter(Prefilter):

@@ -59,7 +59,7 @@ from ..context import _scope as _scope_var  # the request scope's ContextVar (ho
 from ..context import current_scope
 from ..policies import Policy, policy_of
 from ..report import StompingError, Violation, report
-from ..sites import user_site, user_trace
+from ..sites import read_site, user_site, user_trace
 from . import transactions as txns
 from .transactions import transaction_for
 
@@ -127,7 +127,7 @@ def _wrap_from_db(original: Any) -> classmethod:
                 if holder is not None:
                     holder.temps.append(obj)
                 elif policy_of(cls) is not None or settings.strict:
-                    record_read(obj, transaction=transaction_for(db))
+                    record_read(obj, transaction=transaction_for(db), site=read_site(cls, 1))
             except StompingError:
                 raise
             except Exception:  # the checker must never break a query

@@ -23,6 +23,7 @@ Private Django attributes read here (each pinned by tests/django/test_private_ap
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -54,7 +55,9 @@ def set_isolation_overrides(overrides: dict[str, str] | None) -> None:
 
 
 def forget_verdicts() -> None:
+    """DATABASES changed: recompute isolation verdicts and look connections up again."""
     _verdicts.clear()
+    _generation[0] += 1
 
 
 def isolation_verdict(alias: str) -> tuple[str, bool]:
@@ -109,6 +112,26 @@ def _postgres_level_name(level: Any) -> str:
         return str(level).lower().replace("_", " ")
 
 
+_thread = threading.local()
+_generation = [0]
+
+
+def _connection(alias: str) -> Any:
+    """``connections[alias]``, cached per thread.
+
+    Django keeps one connection wrapper per thread and alias (``Local(thread_critical=True)``
+    is thread-local storage) and the lookup through asgiref's Local is the costliest step of
+    a read's check.  ``forget_verdicts()`` (DATABASES changed) invalidates every thread's cache.
+    """
+    cache = getattr(_thread, "connections", None)
+    if cache is None or cache[0] != _generation[0]:
+        cache = _thread.connections = (_generation[0], {})
+    conn = cache[1].get(alias)
+    if conn is None:
+        conn = cache[1][alias] = connections[alias]
+    return conn
+
+
 def transaction_for(alias: str | None) -> Transaction | None:
     """The checker's :class:`Transaction` for the root atomic block on ``alias``, or None.
 
@@ -117,7 +140,7 @@ def transaction_for(alias: str | None) -> Transaction | None:
     block) count as no transaction: Django discourages them and there is no way to
     tell where they begin.
     """
-    conn = connections[alias or DEFAULT_DB_ALIAS]   # (asgiref Local: the costliest line here)
+    conn = _connection(alias or DEFAULT_DB_ALIAS)
     if not conn.in_atomic_block:
         return None
     for block in conn.atomic_blocks:

@@ -260,6 +260,8 @@ _MAYBE_NONE = {"first", "last", "one_or_none", "scalar", "scalar_one_or_none", "
                "get_by_key_name", "get"}
 _MUTATING_METHODS = {"append", "extend", "update", "pop", "remove", "insert", "setdefault", "clear",
                      "add", "discard"}
+_ORM_MARKERS = {"objects", "filter", "filter_by", "exclude", "query", "where", "session", "scalars",
+                "scalar", "execute", "all", "select_related", "prefetch_related", "using"}
 _INTEGRITY = re.compile(r"IntegrityError|UniqueViolation|ConstraintViolation")
 _NOT_FOUND = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Http404")
 _VERSION_FIELDS = {"VersionField", "IntegerVersionField", "AutoIncVersionField",
@@ -1164,15 +1166,31 @@ class FunctionAnalyzer:
         self.row_locks = [(ln, txn) for ln, txn in self.row_locks if txn is not None]
 
     # -- check-then-act (TXN105)
+    def orm_query(self, call: cst.Call) -> bool:
+        """Is ``call`` (an ``exists()`` / ``count()``) a database query, not a path or a list?"""
+        if isinstance(call.func, cst.Name):
+            return call.func.value in ("exists", "count")        # sqlalchemy exists()/func.count
+        names, calls, root = chain(call)
+        if any(n in _ORM_MARKERS for n in names[:-1]):
+            return True
+        if isinstance(root, cst.Name) and root.value in self.querysets:
+            return True
+        return any(isinstance(a.value, cst.Call) and terminal(a.value) in ("select", "query")
+                   for c in calls for a in c.args)
+
     def check_kind(self, expr: cst.CSTNode) -> Optional[tuple]:
         for call in iter_calls(expr):
             t = terminal(call)
-            if t == "exists":
+            if t == "exists" and self.orm_query(call):
                 return ("exists", "existence")
         if isinstance(expr, cst.Comparison):
             for call in iter_calls(expr):
                 t = terminal(call)
-                if t == "count" or (t == "len" and isinstance(call.func, cst.Name)):
+                if t == "count" and (self.orm_query(call) or dotted(call.func) == "func.count"):
+                    return ("count", "a count")
+                if t == "len" and isinstance(call.func, cst.Name) and call.args and \
+                        isinstance(call.args[0].value, cst.Call) and \
+                        self.orm_query(call.args[0].value):
                     return ("count", "a count")
         return None
 

@@ -267,14 +267,14 @@ class _Write:
                  history_model: type) -> None:
         self.entity, self.scope, self.model, self.key, self.policy = entity, scope, model, key, policy
         self.stamp, self.txn, self.created = stamp, txn, created
-        self.site = user_site(3)
+        self.site: Site | None = None  # found on demand: see where_written()
         self.history_key = (model_name(history_model), repr(key))
 
     def violation(self, code: Code, message: str, other: Site | None = None, **detail: str) -> None:
         sites_wanted.add(self.model)  # adaptive read sites: from now on, this model's reads are located
         report(Violation(
             code, message, model_name(self.model), None if self.key is None else str(self.key),
-            read_site=self.stamp.site if self.stamp else None, write_site=self.site,
+            read_site=self.stamp.site if self.stamp else None, write_site=self.where_written(),
             other_write_site=other, detail=detail, trace=user_trace(3),
             request_id=self.scope.id))
 
@@ -381,4 +381,13 @@ class _Write:
         written = frozenset(fields) if fields is not None else None
         if previous is not None and written is not None:
             written = None if previous.fields is None else previous.fields | written
-        history[me] = WriteRecord(me, self.scope.tick(), written, self.site)
+        mode = settings.read_sites  # a later TXN103 names this write as "the other write"
+        site = self.where_written() if mode == "always" or (
+            mode == "adaptive" and self.model in sites_wanted) else self.site
+        history[me] = WriteRecord(me, self.scope.tick(), written, site)
+
+    def where_written(self) -> Site | None:
+        """The user's write site (one stack walk, done at most once per write)."""
+        if self.site is None:
+            self.site = user_site(4)
+        return self.site

@@ -145,6 +145,29 @@ class LockContext:
             self._cleanup = cleanup
             scope.add_cleanup(cleanup)
 
+    def _settle(self, outcome: Any, req: AcquireRequest, owner: Owner, backend: Backend,
+                scope: Any, held: list[str]) -> Lease:
+        """Turn what the backend answered (a grant, or its exception) into the lease.
+
+        Shared by ``__enter__`` and ``__aenter__``: only the backend call differs.
+        """
+        if isinstance(outcome, LockTimeout):
+            self._timed_out(outcome, backend, req)
+            raise outcome
+        if isinstance(outcome, BackendUnavailable):
+            if self.on_backend_error != FAIL_OPEN:
+                self._closed_error(outcome, backend)
+                raise outcome
+            lease = self._failed_open(req, owner, backend, outcome)
+        else:
+            lease = self._make_lease(req, owner, backend, outcome)
+        self._register(lease, scope, held)
+        return lease
+
+    def _release_failed(self, err: BackendUnavailable) -> None:
+        log.error("txnsafety: could not release lock %r (it will end with its lease): %s", self.key, err)
+        return None
+
     # -- sync ---------------------------------------------------------------------
     def __enter__(self) -> Lease:
         backend = get_backend(self._backend_arg)
@@ -154,18 +177,10 @@ class LockContext:
         req, owner, scope = self._request()
         held = self._held_keys()
         try:
-            grant = backend.acquire(req)
-        except LockTimeout as exc:
-            self._timed_out(exc, backend, req)
-            raise
-        except BackendUnavailable as exc:
-            if self.on_backend_error != FAIL_OPEN:
-                self._closed_error(exc, backend)
-                raise
-            lease = self._failed_open(req, owner, backend, exc)
-        else:
-            lease = self._make_lease(req, owner, backend, grant)
-        self._register(lease, scope, held)
+            outcome: Any = backend.acquire(req)
+        except (LockTimeout, BackendUnavailable) as exc:
+            outcome = exc
+        lease = self._settle(outcome, req, owner, backend, scope, held)
         if self.renew and lease.state is LeaseState.HELD:
             self._renewer = ThreadRenewer(lease, self.renew)
         return lease
@@ -184,9 +199,7 @@ class LockContext:
             try:
                 ok = lease.backend.release(lease)
             except BackendUnavailable as err:
-                log.error("txnsafety: could not release lock %r (it will end with its lease): %s",
-                          self.key, err)
-                ok = None
+                ok = self._release_failed(err)
         self._end_exit(lease, ok, exc_type is not None)
 
     # -- async --------------------------------------------------------------------
@@ -198,18 +211,10 @@ class LockContext:
         req, owner, scope = self._request()
         held = self._held_keys()
         try:
-            grant = await backend.aacquire(req)
-        except LockTimeout as exc:
-            self._timed_out(exc, backend, req)
-            raise
-        except BackendUnavailable as exc:
-            if self.on_backend_error != FAIL_OPEN:
-                self._closed_error(exc, backend)
-                raise
-            lease = self._failed_open(req, owner, backend, exc)
-        else:
-            lease = self._make_lease(req, owner, backend, grant)
-        self._register(lease, scope, held)
+            outcome: Any = await backend.aacquire(req)
+        except (LockTimeout, BackendUnavailable) as exc:
+            outcome = exc
+        lease = self._settle(outcome, req, owner, backend, scope, held)
         if self.renew and lease.state is LeaseState.HELD:
             self._renewer = TaskRenewer(lease, self.renew)
         return lease
@@ -233,9 +238,7 @@ class LockContext:
                 self._end_exit(lease, True, True)
                 raise
             except BackendUnavailable as err:
-                log.error("txnsafety: could not release lock %r (it will end with its lease): %s",
-                          self.key, err)
-                ok = None
+                ok = self._release_failed(err)
         self._end_exit(lease, ok, exc_type is not None)
 
     # -- shared exit logic ------------------------------------------------------------

@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..context import Priority
 from .backend import AcquireRequest, Backend, Grant
@@ -143,19 +143,29 @@ class MemoryBackend(Backend):
         until = start + req.wait_timeout
         while True:
             with self._mutex:
-                now = time.monotonic()
-                self._settle(k, now)
-                if w.granted is not None:
-                    return Grant(w.granted.fence, deadline=w.granted.deadline, start=now,
-                                 waited=now - start, waited_on=waited_on)
-                if now >= until:
-                    self._dequeue(k, w)
-                    err = self._timeout(req, k, now)
-                    self._forget_if_idle(req.backend_key, k)
-                    raise err
+                outcome = self._step(k, w, req, start, until, waited_on)
+                if isinstance(outcome, Grant):
+                    return outcome
                 w.event.clear()
-                pause = self._sleep_for(k, until, now)
-            w.event.wait(pause)
+            w.event.wait(outcome)
+
+    def _step(self, k: Any, w: Any, req: AcquireRequest, start: float, until: float,
+              waited_on: Any) -> Grant | float:
+        """One look at the queue, under the mutex: the grant, or how long to sleep.
+
+        Shared by the thread and the task waiter; raises LockTimeout when time is up.
+        """
+        now = time.monotonic()
+        self._settle(k, now)
+        if w.granted is not None:
+            return Grant(w.granted.fence, deadline=w.granted.deadline, start=now,
+                         waited=now - start, waited_on=waited_on)
+        if now >= until:
+            self._dequeue(k, w)
+            err = self._timeout(req, k, now)
+            self._forget_if_idle(req.backend_key, k)
+            raise err
+        return self._sleep_for(k, until, now)
 
     def release(self, lease: "Lease") -> bool:
         now = time.monotonic()
@@ -214,18 +224,11 @@ class MemoryBackend(Backend):
         try:
             while True:
                 with self._mutex:
-                    now = time.monotonic()
-                    self._settle(k, now)
-                    if w.granted is not None:
-                        return Grant(w.granted.fence, deadline=w.granted.deadline, start=now,
-                                     waited=now - start, waited_on=waited_on)
-                    if now >= until:
-                        self._dequeue(k, w)
-                        err = self._timeout(req, k, now)
-                        self._forget_if_idle(req.backend_key, k)
-                        raise err
+                    outcome = self._step(k, w, req, start, until, waited_on)
+                    if isinstance(outcome, Grant):
+                        return outcome
+                    pause = outcome
                     w.future = fut = loop.create_future()
-                    pause = self._sleep_for(k, until, now)
                 try:
                     await asyncio.wait_for(fut, pause)
                 except asyncio.TimeoutError:

@@ -362,8 +362,11 @@ class _Write:
         if not history:
             return
         me = id(self.entity)
-        for other in history.values():  # one record per Python object that wrote the row
-            if other.obj_id == me or other.tick < self.stamp.tick:
+        read_tick = self.stamp.tick
+        for other in reversed(history.values()):  # latest write first (see remember())
+            if other.tick < read_tick:
+                break  # every older write happened before this object was read
+            if other.obj_id == me:
                 continue
             if mine is not None and other.fields is not None and not (mine & other.fields):
                 continue  # disjoint partial writes do not erase each other
@@ -373,11 +376,11 @@ class _Write:
             return
 
     def remember(self, fields: Iterable[str] | None) -> None:
-        """Keep the latest write of each object (its fields accumulated), so a row
-        saved in a loop costs O(objects), not O(writes), at every later write."""
+        """Keep the latest write of each object (its fields accumulated), in write
+        order, so a later write scans only the writes made after its own read."""
         me = id(self.entity)
         history = self.scope.writes.setdefault(self.history_key, {})
-        previous = history.get(me)
+        previous = history.pop(me, None)  # re-inserted last: the dict stays in write order
         written = frozenset(fields) if fields is not None else None
         if previous is not None and written is not None:
             written = None if previous.fields is None else previous.fields | written

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
+import os
 import time
 from typing import Any
 
@@ -31,6 +31,7 @@ from .renewal import TaskRenewer, ThreadRenewer
 log = logging.getLogger("txnsafety.locks")
 
 _UNSET: Any = object()
+_PRIORITIES = {p.value: p for p in Priority}
 
 
 class LockContext:
@@ -53,7 +54,8 @@ class LockContext:
         if self.lease_seconds <= 0:
             raise ValueError("txnsafety: lease must be positive")
         self._priority = (priority if isinstance(priority, Priority) or priority is None
-                          else Priority(priority))
+                          else (_PRIORITIES.get(priority) if isinstance(priority, str) else None)
+                          or Priority(priority))
         self.on_backend_error = on_backend_error or opts.on_backend_error
         if self.on_backend_error not in POLICIES:
             raise ValueError(f"txnsafety: on_backend_error must be one of {POLICIES}")
@@ -86,7 +88,8 @@ class LockContext:
         priority = self._priority or (scope.priority if scope is not None else options().default_priority)
         wait = self._wait_timeout if self._wait_timeout is not None else options().wait_for(priority)
         owner = Owner.here(scope.id if scope is not None else None)
-        req = AcquireRequest(self.key, self.backend_key, secrets.token_hex(16), str(owner),
+        # 128 random bits from the OS CSPRNG (what secrets.token_hex(16) returns)
+        req = AcquireRequest(self.key, self.backend_key, os.urandom(16).hex(), str(owner),
                              self.lease_seconds, float(wait), priority)
         return req, owner, scope
 

@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+from redis.exceptions import NoScriptError
 
 from ..context import Priority
 from . import redis_scripts as lua
@@ -82,12 +83,17 @@ class RedisBackend(Backend):
         # a waiter that has not refreshed its queue entry for this long is dead
         self.alive_ms = int((self.recheck * 2 + 2) * 1000)
         self.client = client or redis.Redis.from_url(self._redis_url)
-        self._s_acquire = self.client.register_script(lua.ACQUIRE)
-        self._s_release = self.client.register_script(lua.RELEASE)
-        self._s_extend = self.client.register_script(lua.EXTEND)
-        self._s_cancel = self.client.register_script(lua.CANCEL)
+        # this backend's constants are baked into the script text (fewer ARGV per call)
+        self._scripts = tuple(lua.render(text, self.alive_ms, self.claim_ms)
+                              for text in (lua.ACQUIRE, lua.RELEASE, lua.EXTEND, lua.CANCEL))
+        self._s_acquire, self._s_release, self._s_extend, self._s_cancel = (
+            self.client.register_script(text) for text in self._scripts)
         self._async: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
         self._keycache: dict[str, tuple[list[str], str]] = {}
+        # backend_key -> the five keys as bytes (redis-py sends bytes as they are), encoded
+        # by the client's own encoder so the bytes are exactly what it would have sent
+        self._encode = self.client.get_encoder().encode
+        self._wirecache: dict[str, tuple[bytes, ...]] = {}
 
     # -- key naming ------------------------------------------------------------------
     def keys_for(self, backend_key: str) -> tuple[list[str], str]:
@@ -110,20 +116,47 @@ class RedisBackend(Backend):
         self._keycache[backend_key] = value
         return value
 
+    def _wire(self, backend_key: str) -> tuple[bytes, ...]:
+        """The keys of :meth:`keys_for`, encoded once per lock key."""
+        hit = self._wirecache.get(backend_key)
+        if hit is None:
+            hit = tuple(map(self._encode, self.keys_for(backend_key)[0]))
+            if len(self._wirecache) > 10000:
+                self._wirecache.clear()
+            self._wirecache[backend_key] = hit
+        return hit
+
     def _aclient(self) -> Any:
         loop = asyncio.get_running_loop()
         entry = self._async.get(loop)
         if entry is None:
             client = redis.asyncio.Redis.from_url(self._redis_url)
-            entry = (client, client.register_script(lua.ACQUIRE), client.register_script(lua.RELEASE),
-                     client.register_script(lua.EXTEND), client.register_script(lua.CANCEL))
+            entry = (client, *(client.register_script(text) for text in self._scripts))
             self._async[loop] = entry
         return entry
 
-    def _args(self, req: AcquireRequest, sig: str, wait: bool) -> list[Any]:
-        return [req.token, req.owner, max(int(req.lease_seconds * 1000), 1),
-                "b" if req.priority is Priority.BATCH else "i", "1" if wait else "0", self.alive_ms, sig,
-                self.claim_ms]
+    def _args(self, req: AcquireRequest, wait: bool) -> tuple[bytes, ...]:
+        """ACQUIRE's ARGV, as bytes: token, owner, lease_ms, mode."""
+        batch = req.priority is Priority.BATCH
+        return (req.token.encode(), self._encode(req.owner),
+                b"%d" % max(int(req.lease_seconds * 1000), 1),
+                (b"b1" if wait else b"b0") if batch else (b"i1" if wait else b"i0"))
+
+    def _run(self, script: Any, keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> Any:
+        """EVALSHA ``script`` on the blocking client (what ``script(keys=, args=)`` does, minus
+        its per-call overhead); a server that lost the script gets it loaded again."""
+        try:
+            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return script(keys=keys, args=args)
+
+    @staticmethod
+    async def _arun(client: Any, script: Any, keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> Any:
+        """Async form of :meth:`_run` on ``client`` (this event loop's)."""
+        try:
+            return await client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await script(keys=keys, args=args)
 
     def _pause(self, until: float, pttl: int) -> float:
         pause = min(until - time.monotonic(), self.recheck)
@@ -136,39 +169,39 @@ class RedisBackend(Backend):
 
     # -- blocking -------------------------------------------------------------------
     def acquire(self, req: AcquireRequest) -> Grant:
-        keys, sig = self.keys_for(req.backend_key)
+        keys = self._wire(req.backend_key)
         wait = req.wait_timeout > 0
-        args = self._args(req, sig, wait)
+        args = self._args(req, wait)
         t0 = start = time.monotonic()
         try:
-            res = self._s_acquire(keys=keys, args=args)
-            if res[0] == 1:
-                return Grant(int(res[1]), start=start)
+            res = self._run(self._s_acquire, keys, args)
+            if isinstance(res, int):  # the fence: granted
+                return Grant(res, start=start)
             waited_on = _text(res[1]) or None
             if not wait:
                 raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
             until = t0 + req.wait_timeout
-            mine = sig + req.token
+            mine = self.keys_for(req.backend_key)[1] + req.token
             while True:
                 if time.monotonic() >= until:
                     start = time.monotonic()
-                    res = self._s_cancel(keys=keys, args=[req.token, sig, args[2]])
-                    if res[0] == 1:
-                        return Grant(int(res[1]), start=start, waited=start - t0, waited_on=waited_on)
+                    res = self._s_cancel(keys=keys, args=(args[0], args[2]))
+                    if isinstance(res, int):  # the fence: granted
+                        return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
                     raise LockTimeout(req.key, req.wait_timeout, _text(res[1]) or None,
                                       int(res[2]) / 1000.0)
                 self.client.blpop([mine], timeout=self._pause(until, int(res[2])))
                 start = time.monotonic()
                 res = self._s_acquire(keys=keys, args=args)
-                if res[0] == 1:
-                    return Grant(int(res[1]), start=start, waited=start - t0, waited_on=waited_on)
+                if isinstance(res, int):  # the fence: granted
+                    return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
         except redis.RedisError as exc:
             raise self._unavailable(req.key, exc) from exc
 
     def release(self, lease: "Lease") -> bool:
-        keys, sig = self.keys_for(lease.backend_key)
+        keys = self._wire(lease.backend_key)
         try:
-            return self._s_release(keys=keys, args=[lease.token, sig, self.alive_ms, self.claim_ms]) == 1
+            return self._run(self._s_release, keys, (lease.token.encode(),)) == 1
         except redis.RedisError as exc:
             raise self._unavailable(lease.key, exc) from exc
 
@@ -202,29 +235,29 @@ class RedisBackend(Backend):
     # -- async ----------------------------------------------------------------------
     async def aacquire(self, req: AcquireRequest) -> Grant:
         client, s_acquire, s_release, _, s_cancel = self._aclient()
-        keys, sig = self.keys_for(req.backend_key)
+        keys = self._wire(req.backend_key)
         wait = req.wait_timeout > 0
-        args = self._args(req, sig, wait)
+        args = self._args(req, wait)
         t0 = start = time.monotonic()
         before = _cancelling()
         try:
             try:
-                res = await s_acquire(keys=keys, args=args)
+                res = await self._arun(client, s_acquire, keys, args)
                 _resurface_cancel(before)
-                if res[0] == 1:
-                    return Grant(int(res[1]), start=start)
+                if isinstance(res, int):  # the fence: granted
+                    return Grant(res, start=start)
                 waited_on = _text(res[1]) or None
                 if not wait:
                     raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
                 until = t0 + req.wait_timeout
-                mine = sig + req.token
+                mine = self.keys_for(req.backend_key)[1] + req.token
                 while True:
                     if time.monotonic() >= until:
                         start = time.monotonic()
-                        res = await s_cancel(keys=keys, args=[req.token, sig, args[2]])
+                        res = await s_cancel(keys=keys, args=(args[0], args[2]))
                         _resurface_cancel(before)
-                        if res[0] == 1:
-                            return Grant(int(res[1]), start=start, waited=start - t0, waited_on=waited_on)
+                        if isinstance(res, int):  # the fence: granted
+                            return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
                         raise LockTimeout(req.key, req.wait_timeout, _text(res[1]) or None,
                                           int(res[2]) / 1000.0)
                     await client.blpop([mine], timeout=self._pause(until, int(res[2])))
@@ -232,24 +265,24 @@ class RedisBackend(Backend):
                     start = time.monotonic()
                     res = await s_acquire(keys=keys, args=args)
                     _resurface_cancel(before)
-                    if res[0] == 1:
-                        return Grant(int(res[1]), start=start, waited=start - t0, waited_on=waited_on)
+                    if isinstance(res, int):  # the fence: granted
+                        return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
             except asyncio.CancelledError:
                 # Leave the queue; if the lock was handed to us (or we just took it),
                 # pass it on.  Blocking client: a cancelled task should not await again.
-                res = self._s_cancel(keys=keys, args=[req.token, sig, args[2]])
-                if res[0] == 1:
-                    self._s_release(keys=keys, args=[req.token, sig, self.alive_ms, self.claim_ms])
+                res = self._s_cancel(keys=keys, args=(args[0], args[2]))
+                if isinstance(res, int):  # the fence: granted
+                    self._s_release(keys=keys, args=(args[0],))
                 raise
         except redis.RedisError as exc:
             raise self._unavailable(req.key, exc) from exc
 
     async def arelease(self, lease: "Lease") -> bool:
         client, _, s_release, _, _ = self._aclient()
-        keys, sig = self.keys_for(lease.backend_key)
+        keys = self._wire(lease.backend_key)
         before = _cancelling()
         try:
-            ok = await s_release(keys=keys, args=[lease.token, sig, self.alive_ms, self.claim_ms]) == 1
+            ok = await self._arun(client, s_release, keys, (lease.token.encode(),)) == 1
         except redis.RedisError as exc:
             raise self._unavailable(lease.key, exc) from exc
         _resurface_cancel(before)

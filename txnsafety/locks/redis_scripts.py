@@ -6,7 +6,12 @@ Keys of one lock share a hash tag, so the scripts are cluster-safe:
 * ``KEYS[2]`` fence counter (INCR on every grant; never expires);
 * ``KEYS[3]`` / ``KEYS[4]`` interactive / batch wait queues (ZSET token -> arrival ms);
 * ``KEYS[5]`` waiter hash ``token -> "alive_until_ms|lease_ms|owner"``;
-* ``ARGV[...]`` see each script; signal lists are ``<signal prefix><token>``.
+* ``ARGV[...]`` see each script; signal lists are ``<signal prefix><token>``, the
+  signal prefix being ``KEYS[1]`` with its ``lock`` suffix replaced by ``s:``.
+
+The backend's constants (``alive_ms``, ``claim_ms``) are baked into the script
+text by :func:`render` rather than sent as arguments on every call: each
+argument costs client-side encoding and packing on the uncontended path.
 
 The lock is never left free while a live waiter is queued: release (and an
 acquirer that finds the lock expired) hands it straight to the head waiter --
@@ -16,6 +21,14 @@ refreshing ``alive_until`` and is skipped.
 """
 
 COMMON = r"""
+local ALIVE_MS = __ALIVE_MS__
+local CLAIM_MS = __CLAIM_MS__
+
+-- KEYS[1] is '<base>lock'; signal lists are '<base>s:<token>'
+local function sigprefix()
+  return string.sub(KEYS[1], 1, -5) .. 's:'
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -62,19 +75,19 @@ end
 -- The new holder gets at most claim_ms to claim the lock (its ACQUIRE call,
 -- right after its BLPOP wakes, restarts the full lease): a waiter that died
 -- while queued only blocks the lock for claim_ms, not for its whole lease.
-local function handoff(h, info, sigprefix, sig_ms, claim_ms)
+local function handoff(h, info)
   local _, lease_ms, owner = split(info)
   unqueue(h)
-  local fence = grant(h, owner, math.min(lease_ms, claim_ms))
-  local sig = sigprefix .. h
+  local fence = grant(h, owner, math.min(lease_ms, CLAIM_MS))
+  local sig = sigprefix() .. h
   redis.call('RPUSH', sig, fence)
-  redis.call('PEXPIRE', sig, sig_ms)
+  redis.call('PEXPIRE', sig, ALIVE_MS)
   return fence
 end
 """
 
-# ARGV: token, owner, lease_ms, prio ('i'|'b'), wait ('0'|'1'), alive_ms, sigprefix, claim_ms
-# -> {1, fence} acquired | {0, holder_owner, holder_pttl}
+# ARGV: token, owner, lease_ms, mode (priority 'i'|'b' then wait '0'|'1': 'i1', 'b0', ...)
+# -> fence (an integer) acquired | {0, holder_owner, holder_pttl}
 ACQUIRE = r"""
 local tok = ARGV[1]
 if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
@@ -82,7 +95,7 @@ if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
   local fence = redis.call('INCR', KEYS[2])
   redis.call('HSET', KEYS[1], 'token', tok, 'owner', ARGV[2], 'fence', fence)
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {1, fence}
+  return fence
 end
 """ + COMMON + r"""
 local cur = redis.call('HGET', KEYS[1], 'token')
@@ -90,35 +103,35 @@ if cur == tok then
   -- handed to us while we waited: start the lease now
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   unqueue(tok)
-  redis.call('DEL', ARGV[7] .. tok)
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+  redis.call('DEL', sigprefix() .. tok)
+  return tonumber(redis.call('HGET', KEYS[1], 'fence'))
 end
 local now = now_ms()
 if not cur then
   local h, info = head(now)
   if (not h) or h == tok then
     unqueue(tok)
-    return {1, grant(tok, ARGV[2], ARGV[3])}
+    return grant(tok, ARGV[2], ARGV[3])
   end
-  handoff(h, info, ARGV[7], tonumber(ARGV[6]), tonumber(ARGV[8]))
+  handoff(h, info)
 end
-if ARGV[5] == '1' then
+if string.sub(ARGV[4], 2, 2) == '1' then
   local q = KEYS[3]
-  if ARGV[4] == 'b' then q = KEYS[4] end
+  if string.sub(ARGV[4], 1, 1) == 'b' then q = KEYS[4] end
   if not redis.call('ZSCORE', q, tok) then redis.call('ZADD', q, now, tok) end
-  redis.call('HSET', KEYS[5], tok, (now + tonumber(ARGV[6])) .. '|' .. ARGV[3] .. '|' .. ARGV[2])
+  redis.call('HSET', KEYS[5], tok, (now + ALIVE_MS) .. '|' .. ARGV[3] .. '|' .. ARGV[2])
 end
 return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}
 """
 
-# ARGV: token, sigprefix, sig_ms, claim_ms -> 1 released | 0 not ours
+# ARGV: token -> 1 released | 0 not ours
 RELEASE = r"""
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 then return 1 end
 """ + COMMON + r"""
 local h, info = head(now_ms())
-if h then handoff(h, info, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) end
+if h then handoff(h, info) end
 return 1
 """
 
@@ -129,15 +142,20 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 
-# A waiter gives up.  ARGV: token, sigprefix, lease_ms
-# -> {1, fence} if it had been handed the lock (lease restarted now), else {0, owner, pttl}
+# A waiter gives up.  ARGV: token, lease_ms
+# -> fence if it had been handed the lock (lease restarted now), else {0, owner, pttl}
 CANCEL = COMMON + r"""
 local tok = ARGV[1]
 unqueue(tok)
-redis.call('DEL', ARGV[2] .. tok)
+redis.call('DEL', sigprefix() .. tok)
 if redis.call('HGET', KEYS[1], 'token') == tok then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return tonumber(redis.call('HGET', KEYS[1], 'fence'))
 end
 return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}
 """
+
+
+def render(script: str, alive_ms: int, claim_ms: int) -> str:
+    """``script`` with one backend's constants filled in (scripts without them are unchanged)."""
+    return script.replace("__ALIVE_MS__", str(int(alive_ms))).replace("__CLAIM_MS__", str(int(claim_ms)))

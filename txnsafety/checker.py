@@ -65,8 +65,12 @@ class WriteRecord:
     site: Site | None
 
 
-def _guarded(fn: F) -> F:
-    """Log the checker's own failures instead of breaking the request."""
+def guarded(fn: F) -> F:
+    """Log the checker's own failures instead of breaking the request.
+
+    For integrations' event handlers too: only :class:`StompingError` (raise mode)
+    gets through to the application.
+    """
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -156,15 +160,31 @@ def record_read(
             policy = policy_of(cls)
         if policy is None and not settings.strict:
             return
-        if site is CURRENT:
-            mode = settings.read_sites
-            site = user_site(1) if mode == "always" or (mode == "adaptive" and cls in sites_wanted) else None
-        scope.stamps[id(entity)] = (entity, ReadStamp(
-            next(scope._clock), transaction, _leases_var.get(), site, for_update))
+        stamp(scope, entity, cls, transaction, for_update, user_site(1) if site is CURRENT and wants_read_site(cls)
+              else (None if site is CURRENT else site))
     except StompingError:
         raise
     except Exception:
         log.exception("txnsafety: internal error in record_read (the request goes on)")
+
+
+def wants_read_site(model: type) -> bool:
+    """Whether a read of ``model`` should be located now (the ``read_sites`` setting)."""
+    mode = settings.read_sites
+    return mode == "always" or (mode == "adaptive" and model in sites_wanted)
+
+
+def stamp(scope: RequestScope, entity: Any, model: type, transaction: Transaction | None,
+          for_update: bool, site: Site | None) -> ReadStamp:
+    """Record the read of ``entity`` in ``scope`` and return its stamp.
+
+    The step :func:`record_read` ends with, for an integration's per-row hook that
+    has already found the scope, the policy and the site itself (SQLAlchemy's load
+    event); it reports nothing, so TXN108 still goes through :func:`record_read`.
+    """
+    made = ReadStamp(next(scope._clock), transaction, _leases_var.get(), site, for_update)
+    scope.stamps[id(entity)] = (entity, made)
+    return made
 
 
 def _report_lock_outside_transaction(scope: RequestScope, model: type, key: Any) -> None:
@@ -176,7 +196,7 @@ def _report_lock_outside_transaction(scope: RequestScope, model: type, key: Any)
         request_id=scope.id))
 
 
-@_guarded
+@guarded
 def record_stale_lock(entity: Any) -> None:
     """The row of ``entity`` was re-read FOR UPDATE but the object kept old values.
 
@@ -205,7 +225,7 @@ def forget(entity: Any) -> None:
 
 # -- writes ---------------------------------------------------------------------------
 
-@_guarded
+@guarded
 def record_write(
     entity: Any,
     *,

@@ -251,6 +251,20 @@ def test_creations_need_no_read_protection(stack, txnsafety_violations):
     assert txnsafety_violations == []
 
 
+def test_merge_of_a_new_object_does_not_break_the_session(stack, txnsafety_violations, caplog):
+    """Session.merge() fires the load event with no query context: nothing to stamp, no error."""
+    with stack.Auto() as session:
+        merged = session.merge(Account(id=3, balance=7))
+        session.commit()
+        assert merged.balance == 7
+        again = session.merge(Account(id=1, balance=5))   # merges onto the existing row
+        session.commit()
+        assert again.balance == 5
+    assert not [r for r in caplog.records if r.name == "txnsafety" and r.levelname == "ERROR"]
+    # merging onto the existing row reads it (Session.get) and writes it back, unprotected
+    assert txnsafety_violations.codes() == ["TXN102"]
+
+
 def test_models_without_policy_are_unchecked_unless_strict(stack, txnsafety_violations):
     with stack.Auto() as session:
         note = session.get(Note, 1)

@@ -52,7 +52,11 @@ from sqlalchemy.sql.elements import ClauseElement
 from .. import checker
 from ..config import settings
 from ..context import Transaction, current_scope, new_transaction
+from ..context import _scope as _scope_var
+from ..policies import _cache as _policy_cache
 from ..policies import policy_of
+from ..report import StompingError
+from ..sites import user_site
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
@@ -167,10 +171,11 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
         checker.log.exception("txnsafety: could not determine the isolation of %r", connection)
         verdict = Verdict(True, "unknown", False, connection.dialect.name, "")
     state.join(verdict)
-    # FOR UPDATE statements are seen on the connection (engine event, below): tell this
-    # Connection (one checkout, not the pooled DBAPI connection, which other code reuses
-    # later) whose transaction it runs.
-    connection.__dict__[_CONN_KEY] = weakref.ref(state)
+    if verdict.dialect not in IGNORES_FOR_UPDATE:
+        # FOR UPDATE statements are seen on the connection (engine event, below): tell this
+        # Connection (one checkout, not the pooled DBAPI connection, which other code reuses
+        # later) whose transaction it runs.  (SQLite: no such event, nobody asks.)
+        connection.__dict__[_CONN_KEY] = weakref.ref(state)
     engine = connection.engine
     if not engine.__dict__.get(_MARK):
         # Dialects that render no FOR UPDATE (SQLite) take no row locks: nothing to note
@@ -257,30 +262,61 @@ def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
 # -- Mapper / instance events (installed once, for every mapper) ----------------------
 
 def _on_load(state: Any, context: Any) -> None:
-    """``InstanceEvents.load`` (raw: ``state`` is the InstanceState)."""
+    """``InstanceEvents.load`` (raw: ``state`` is the InstanceState).
+
+    Runs for every row of every ORM query: it finds scope, policy and transaction
+    once and stamps the row with :func:`txnsafety.checker.stamp` (one call per row,
+    not three).  The rare case (a FOR UPDATE read outside any transaction: TXN108)
+    goes through ``record_read``, which reports it.  Never raises into the query
+    (but a violation in raise mode).
+    """
+    scope = _scope_var.get()
+    if scope is None or not settings.enabled or context is None:
+        return  # outside a request; or Session.merge(), which loads with no query context
+    try:
+        _stamp_load(scope, state, context)
+    except StompingError:
+        raise
+    except Exception:
+        checker.log.exception("txnsafety: internal error while stamping a SQLAlchemy read (the request goes on)")
+
+
+def _stamp_load(scope: Any, state: Any, context: Any) -> None:
     session = context.session
-    if session is None or not settings.enabled:
+    if session is None:
         return
     session_state = session.info.get(INFO_KEY)
     if session_state is None:
         return
     cls = state.class_
     txn = session_state.txn
-    for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
+    policy = _policy_cache.get(cls, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(cls)
+    query = context.query
+    if policy is None and not settings.strict and (
+            txn is not None or getattr(query, "_for_update_arg", None) is None):
+        return  # not checked, and not a FOR UPDATE read outside any transaction (TXN108)
+    for_update = getattr(query, "_for_update_arg", None) is not None  # private; pinned by test
     if for_update and txn is not None and session_state.ignores_for_update:
         for_update = False  # SQLite renders no FOR UPDATE: the read locked nothing
-    if not (policy_of(cls) is not None or settings.strict or (for_update and txn is None)):
-        return
     ident = state.key[1]
     obj = state.obj()
-    checker.record_read(obj, model=cls, key=ident[0] if len(ident) == 1 else ident,
-                        transaction=txn, for_update=for_update)
-    scope = current_scope()
-    entry = scope.stamps.get(id(obj)) if scope is not None else None
-    if entry is not None:
-        # Remember the read on the object itself: if it outlives this request (a cache,
-        # a module global) and is written in a later one, that write is half-protected.
-        state.info[_READ_KEY] = entry[1]
+    key = ident[0] if len(ident) == 1 else ident
+    if for_update and txn is None:  # TXN108: let record_read report it
+        checker.record_read(obj, model=cls, key=key, transaction=None, for_update=True)
+        made = checker.read_stamp(obj)
+        if made is None:
+            return
+    else:
+        made = checker.stamp(scope, obj, cls, txn, for_update,
+                             user_site(2) if checker.wants_read_site(cls) else None)
+    # Remember the read on the object itself: if it outlives this request (a cache,
+    # a module global) and is written in a later one, that write is half-protected.
+    state.info[_READ_KEY] = made
+
+
+_MISSING: Any = object()
 
 
 def _on_refresh(state: Any, context: Any, attrs: Any) -> None:
@@ -291,17 +327,24 @@ def _on_refresh(state: Any, context: Any, attrs: Any) -> None:
     _on_load(state, context)
 
 
+@checker.guarded
 def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE."""
     if not settings.enabled:
         return
+    scope = _scope_var.get()
+    if scope is None:
+        return
     cls = state.class_
-    info = _classes.get(cls) or _info(cls)
-    if not (policy_of(cls) is not None or settings.strict):
+    policy = _policy_cache.get(cls, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(cls)
+    if policy is None and not settings.strict:
         return
     session_state = _state_of(state.session)
-    if session_state is None or current_scope() is None:
+    if session_state is None:
         return
+    info = _classes.get(cls) or _info(cls)
     changed: list[str] = []
     atomic: list[str] = []
     unmodified = state.unmodified
@@ -319,7 +362,7 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     if not changed and not atomic:
         return  # dirty through a relationship only: no UPDATE of this row's columns
     versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
-    if changed and checker.read_stamp(obj) is None:
+    if changed and scope.stamps.get(id(obj)) is None:
         _earlier_read(obj, cls, state)
     if session_state.locks and changed and not info.versioned:
         _stale_lock(obj, cls, session_state)
@@ -327,12 +370,18 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
                          transaction=session_state.txn, versioned=versioned)
 
 
+@checker.guarded
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
+    if _scope_var.get() is None:
+        return  # record_write would do nothing
     cls = state.class_
-    if not (policy_of(cls) is not None or settings.strict):
+    policy = _policy_cache.get(cls, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(cls)
+    if policy is None and not settings.strict:
         return
     session_state = _state_of(state.session)
-    if session_state is None or current_scope() is None:
+    if session_state is None:
         return
     checker.record_write(state.obj(), model=cls, key=_key(state), created=True,
                          transaction=session_state.txn)
@@ -343,11 +392,14 @@ _SESSION_EVENTS = (
     ("after_transaction_end", _after_transaction_end),
     ("after_begin", _after_begin),
 )
-_MAPPER_EVENTS = (
-    ("load", _on_load),
-    ("refresh", _on_refresh),
-    ("before_update", _before_update),
-    ("after_insert", _after_insert),
+#: (event, listener, listen() keywords).  The MapperEvents take ``retval=True``: without
+#: it SQLAlchemy wraps the listener in a Python function that returns EXT_CONTINUE, one
+#: more call per flushed object; the return value of these events is ignored anyway.
+_MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
+    ("load", _on_load, {"raw": True}),
+    ("refresh", _on_refresh, {"raw": True}),
+    ("before_update", _before_update, {"raw": True, "retval": True}),
+    ("after_insert", _after_insert, {"raw": True, "retval": True}),
 )
 _install_lock = threading.Lock()
 _installed = False
@@ -358,8 +410,8 @@ def _install_mapper_events() -> None:
     with _install_lock:
         if _installed:
             return
-        for name, fn in _MAPPER_EVENTS:
-            event.listen(Mapper, name, fn, raw=True)
+        for name, fn, kw in _MAPPER_EVENTS:
+            event.listen(Mapper, name, fn, **kw)
         _installed = True
 
 
@@ -369,7 +421,7 @@ def _uninstall_mapper_events() -> None:
     with _install_lock:
         if not _installed:
             return
-        for name, fn in _MAPPER_EVENTS:
+        for name, fn, _kw in _MAPPER_EVENTS:
             event.remove(Mapper, name, fn)
         _installed = False
 

@@ -107,27 +107,47 @@ def _actual_level(connection: Any) -> str:
     return level
 
 
+_VERDICTS_KEY = "_txnsafety_verdicts"
+
+
+def _verdict(connection: Any, transactional: bool, isolation: str, prevents_lost_update: bool) -> Verdict:
+    """The (immutable, shared) Verdict of this engine for these facts.
+
+    Computed once per engine and outcome: this runs at every transaction begin, and
+    building the frozen dataclass and the ``database`` label each time is most of it.
+    """
+    engine = connection.engine
+    verdicts = engine.__dict__.get(_VERDICTS_KEY)
+    if verdicts is None:
+        verdicts = engine.__dict__[_VERDICTS_KEY] = {}
+    key = (transactional, isolation, prevents_lost_update)
+    verdict = verdicts.get(key)
+    if verdict is None:
+        dialect = connection.dialect.name
+        database = f"{dialect}:{engine.url.database or ''}"
+        verdict = verdicts[key] = Verdict(transactional, isolation, prevents_lost_update, dialect, database)
+    return verdict
+
+
 def verdict_for(connection: Any) -> Verdict:
     """The verdict for the transaction ``connection`` has just begun."""
     dialect = connection.dialect.name
-    url = connection.engine.url
-    database = f"{dialect}:{url.database or ''}"
     option = connection.get_execution_options().get("isolation_level")
     option = _normalize(option) if option is not None else None
     if option == "AUTOCOMMIT":
-        return Verdict(False, "AUTOCOMMIT", False, dialect, database)
+        return _verdict(connection, False, "AUTOCOMMIT", False)
     if dialect == "sqlite":
         # The sqlite3 driver's own flags do not tell "autocommit" from "our BEGIN
         # recipe": ask whether a transaction is really open now, after BEGIN.
         if _sqlite_in_transaction(connection) is not False:
-            return Verdict(True, "SQLite SERIALIZABLE", True, dialect, database)
+            return _verdict(connection, True, "SQLite SERIALIZABLE", True)
         if _sqlite_driver_autocommit(connection):
-            return Verdict(False, "AUTOCOMMIT", False, dialect, database)
-        return Verdict(True, SQLITE_DEFERRED, False, dialect, database)
+            return _verdict(connection, False, "AUTOCOMMIT", False)
+        return _verdict(connection, True, SQLITE_DEFERRED, False)
     if _autocommit(connection):
-        return Verdict(False, "AUTOCOMMIT", False, dialect, database)
+        return _verdict(connection, False, "AUTOCOMMIT", False)
     level = option or _actual_level(connection)
-    return Verdict(True, level, level in _PREVENTING.get(dialect, _DEFAULT_PREVENTING), dialect, database)
+    return _verdict(connection, True, level, level in _PREVENTING.get(dialect, _DEFAULT_PREVENTING))
 
 
 def sqlite_transactions(engine: Any, begin: str = "BEGIN") -> Any:

@@ -52,7 +52,7 @@ from django.db.models import Model
 from django.db.models.query import ModelIterable, QuerySet
 from django.db.models.signals import pre_save
 
-from ..checker import model_name, read_stamp, record_read, record_write
+from ..checker import guarded, model_name, read_stamp, record_read, record_write
 from ..codes import Code
 from ..config import settings
 from ..context import _scope as _scope_var  # the request scope's ContextVar (hot path)
@@ -217,6 +217,7 @@ def _field_names(model: type, fields: Iterable[Any] | None) -> frozenset[str] | 
     return frozenset(names)
 
 
+@guarded
 def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, *,
                 created: bool | None = None, versioned: bool = False) -> None:
     """Judge a write of ``instance`` on database ``using`` (``fields`` None: whole row)."""
@@ -293,8 +294,12 @@ _bulk_update.alters_data = True  # type: ignore[attr-defined]
 
 def _atomic_enter(self: Any) -> None:
     _originals["Atomic.__enter__"](self)
-    if self._from_testcase:
-        return
+    if not self._from_testcase:
+        _note_root(self)
+
+
+@guarded
+def _note_root(self: Any) -> None:
     conn = dj_transaction.get_connection(self.using)
     blocks = conn.atomic_blocks
     last = len(blocks) - 1

@@ -330,20 +330,11 @@ def _on_refresh(state: Any, context: Any, attrs: Any) -> None:
 @checker.guarded
 def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE."""
-    if not settings.enabled:
-        return
     scope = _scope_var.get()
-    if scope is None:
-        return
-    cls = state.class_
-    policy = _policy_cache.get(cls, _MISSING)
-    if policy is _MISSING:
-        policy = policy_of(cls)
-    if policy is None and not settings.strict:
-        return
-    session_state = _state_of(state.session)
+    session_state = _checked_write(scope, state)
     if session_state is None:
         return
+    cls = state.class_
     info = _classes.get(cls) or _info(cls)
     changed: list[str] = []
     atomic: list[str] = []
@@ -372,19 +363,25 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
 
 @checker.guarded
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
-    if _scope_var.get() is None:
-        return  # record_write would do nothing
+    session_state = _checked_write(_scope_var.get(), state)
+    if session_state is not None:
+        checker.record_write(state.obj(), model=state.class_, key=_key(state), created=True,
+                             transaction=session_state.txn)
+
+
+def _checked_write(scope: Any, state: Any) -> SessionState | None:
+    """The session's state when this write is to be judged (a request is open, the
+    class is checked, the session is instrumented), else None: record_write would
+    do nothing, so the flush pays one look-up."""
+    if scope is None or not settings.enabled:
+        return None
     cls = state.class_
     policy = _policy_cache.get(cls, _MISSING)
     if policy is _MISSING:
         policy = policy_of(cls)
     if policy is None and not settings.strict:
-        return
-    session_state = _state_of(state.session)
-    if session_state is None:
-        return
-    checker.record_write(state.obj(), model=cls, key=_key(state), created=True,
-                         transaction=session_state.txn)
+        return None
+    return _state_of(state.session)
 
 
 _SESSION_EVENTS = (

@@ -10,7 +10,6 @@ from wsgiref.util import setup_testing_defaults
 import pytest
 from webob import Request
 
-import txnsafety
 from fixtures.minidb import value_of
 from fixtures.wsgi_asgi import points
 from fixtures.http_servers import asgi_server, concurrently, get_json, wsgi_server

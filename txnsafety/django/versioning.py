@@ -21,11 +21,13 @@ class VersionConflict(Exception):
     """The row's version changed since the instance was read: nothing was written."""
 
     def __init__(self, instance: Any, expected: Any) -> None:
-        meta = type(instance)._meta
-        super().__init__(f"{meta.label} pk={instance.pk!r} was changed by someone else since it was read "
-                         f"(expected version {expected!r}); re-read it and retry")
+        super().__init__(instance, expected)  # all args: survives pickle and copy
         self.instance = instance
         self.expected = expected
+
+    def __str__(self) -> str:
+        return (f"{type(self.instance)._meta.label} pk={self.instance.pk!r} was changed by someone else "
+                f"since it was read (expected version {self.expected!r}); re-read it and retry")
 
 
 def versioned_save(instance: Any, *, field: str | None = None, update_fields: Iterable[str] | None = None,

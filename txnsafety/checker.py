@@ -32,7 +32,7 @@ from .context import _transactions as _transactions_var
 from .policies import _cache as _policy_cache
 from .policies import STRICT_DEFAULT, Policy, Protection, policy_of
 from .report import StompingError, Violation, report
-from .sites import Site, sites_wanted, user_site, user_trace
+from .sites import Site, sites_wanted, user_site, user_trace, wants_site
 
 log = logging.getLogger("txnsafety")
 
@@ -160,18 +160,13 @@ def record_read(
             policy = policy_of(cls)
         if policy is None and not settings.strict:
             return
-        stamp(scope, entity, cls, transaction, for_update, user_site(1) if site is CURRENT and wants_read_site(cls)
-              else (None if site is CURRENT else site))
+        if site is CURRENT:
+            site = user_site(1) if wants_site(cls) else None
+        stamp(scope, entity, cls, transaction, for_update, site)
     except StompingError:
         raise
     except Exception:
         log.exception("txnsafety: internal error in record_read (the request goes on)")
-
-
-def wants_read_site(model: type) -> bool:
-    """Whether a read of ``model`` should be located now (the ``read_sites`` setting)."""
-    mode = settings.read_sites
-    return mode == "always" or (mode == "adaptive" and model in sites_wanted)
 
 
 def stamp(scope: RequestScope, entity: Any, model: type, transaction: Transaction | None,
@@ -404,9 +399,8 @@ class _Write:
         written = frozenset(fields) if fields is not None else None
         if previous is not None and written is not None:
             written = None if previous.fields is None else previous.fields | written
-        mode = settings.read_sites  # a later TXN103 names this write as "the other write"
-        site = self.where_written() if mode == "always" or (
-            mode == "adaptive" and self.model in sites_wanted) else self.site
+        # a later TXN103 names this write as "the other write"
+        site = self.where_written() if wants_site(self.model) else self.site
         history[me] = WriteRecord(me, self.scope.tick(), written, site)
 
     def where_written(self) -> Site | None:

@@ -111,6 +111,8 @@ def configure(
         settings._allow_compiled = compiled
     if library_paths is not None:
         settings.library_paths = tuple(library_paths)
+        from .sites import forget_file_verdicts  # cached per file: classify again
+        forget_file_verdicts()
     if priority_rule is not None:
         settings.priority_rule = priority_rule
     if batch_paths is not None:

@@ -113,6 +113,12 @@ def user_site(skip: int = 1) -> Site | None:
 sites_wanted: set[type] = set()
 
 
+def wants_site(model: type) -> bool:
+    """Whether reads and writes of ``model`` are located now (the ``read_sites`` setting)."""
+    mode = settings.read_sites
+    return mode == "always" or (mode == "adaptive" and model in sites_wanted)
+
+
 def read_site(model: type, skip: int = 1) -> Site | None:
     """:func:`user_site` for a read of ``model``, or None when the setting says not to look.
 
@@ -120,10 +126,7 @@ def read_site(model: type, skip: int = 1) -> Site | None:
     the result to ``record_read(site=...)`` for every row: the frames between the
     hook and ``record_read`` are never materialised.
     """
-    mode = settings.read_sites
-    if mode == "always" or (mode == "adaptive" and model in sites_wanted):
-        return user_site(skip + 1)
-    return None
+    return user_site(skip + 1) if wants_site(model) else None
 
 
 def _segments(frame: Any) -> Iterator[Any]:

@@ -409,3 +409,26 @@ def test_read_sites_never_and_bad_value(store, txnsafety_violations):
     assert txnsafety_violations[0].read_site is None
     with pytest.raises(ValueError, match="read_sites must be one of"):
         txnsafety.configure(read_sites="sometimes")
+
+
+def test_configuring_library_paths_reclassifies_files_already_seen(tmp_path, monkeypatch, txnsafety_violations):
+    """A data layer named in library_paths after its frames were classified is skipped from then on."""
+    (tmp_path / "my_layer.py").write_text(
+        "import txnsafety\n"
+        "def read(row):\n"
+        "    txnsafety.record_read(row, key=1)\n"
+        "    return row\n"
+        "def write(row):\n"
+        "    txnsafety.record_write(row, key=1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import my_layer
+
+    my_layer.write(my_layer.read(Account(1, 0)))
+    assert txnsafety_violations[0].read_site.file.endswith("my_layer.py")
+    txnsafety.configure(library_paths=[str(tmp_path)])
+    try:
+        with txnsafety.request_scope("second request"):
+            my_layer.write(my_layer.read(Account(1, 0)))
+    finally:
+        txnsafety.configure(library_paths=[])
+    assert txnsafety_violations[1].read_site.function.startswith("test_configuring_library_paths")

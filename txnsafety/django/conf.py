@@ -28,7 +28,6 @@ from django.utils.module_loading import import_string
 
 from .. import configure
 from ..report import test_plugin_active
-from ..sites import forget_file_verdicts
 from . import transactions
 
 KEYS = {"ENABLED", "MODE", "STRICT", "ALLOW", "ISOLATION", "LIBRARY_PATHS", "BATCH_PATHS", "PRIORITY_RULE"}
@@ -82,6 +81,4 @@ def apply(conf: Any) -> dict[str, Any]:
     except ValueError as exc:
         raise ImproperlyConfigured(f"settings.TXNSAFETY: {exc}") from exc
     transactions.set_isolation_overrides(isolation)
-    if "library_paths" in kwargs:
-        forget_file_verdicts()
     return kwargs

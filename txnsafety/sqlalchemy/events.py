@@ -56,7 +56,7 @@ from ..context import _scope as _scope_var
 from ..policies import _cache as _policy_cache
 from ..policies import policy_of
 from ..report import StompingError
-from ..sites import user_site
+from ..sites import read_site
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
@@ -309,8 +309,7 @@ def _stamp_load(scope: Any, state: Any, context: Any) -> None:
         if made is None:
             return
     else:
-        made = checker.stamp(scope, obj, cls, txn, for_update,
-                             user_site(2) if checker.wants_read_site(cls) else None)
+        made = checker.stamp(scope, obj, cls, txn, for_update, read_site(cls, 2))
     # Remember the read on the object itself: if it outlives this request (a cache,
     # a module global) and is written in a later one, that write is half-protected.
     state.info[_READ_KEY] = made

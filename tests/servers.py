@@ -37,7 +37,11 @@ def require(url: str, what: str) -> str:
     """Return ``url`` if its server answers; else skip (locally) or fail (CI)."""
     if answers(url):
         return url
-    message = f"{what} is not answering at {url}; start it with `bash .ci/servers`"
+    missing(f"{what} is not answering at {url}; start it with `bash .ci/servers`")
+
+
+def missing(message: str) -> None:
+    """Something a test needs is absent: skip on a developer machine, fail under CI."""
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(message, pytrace=False)
     pytest.skip(message)

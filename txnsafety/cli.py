@@ -1,4 +1,4 @@
-"""The ``txnsafety`` command: ``lint``, ``example`` and friends.
+"""The ``txnsafety`` command: ``lint``, ``demo`` and ``codes``.
 
 Each subcommand lives in its own module and is imported only when chosen, so
 ``txnsafety lint`` does not pay for the runtime checker and vice versa.
@@ -26,9 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("lint", add_help=False,
                    help="find stomping bugs in source files (txnsafety lint --help)")
-    from . import example
-    example.add_arguments(sub.add_parser(
-        "example", help="run the bundled points app under the checker with concurrent clients"))
+    from .demo import command as demo
+    demo.add_arguments(sub.add_parser(
+        "demo", help="the stomp lab: lint, serve and hammer a racy app and its fixed twins, report what was lost",
+        description="Lint the bundled stomp lab, serve it under the checker with a real WSGI and ASGI server, "
+                    "fire concurrent clients at each racy endpoint and its fixed twins, count the writes lost, "
+                    "and write an HTML and JSON report. Exit status 1 if a fixed twin loses a write or is "
+                    "reported."))
     sub.add_parser("codes", help="list the TXN codes")
     return parser
 
@@ -49,9 +53,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return _lint(args_list[1:])
     parser = build_parser()
     args = parser.parse_args(args_list)
-    if args.command == "example":
-        from . import example
-        return example.run(args)
+    if args.command == "demo":
+        from .demo import command as demo
+        return demo.run(args)
     if args.command == "codes":
         from .codes import Code
         for code in Code:

@@ -1,0 +1,126 @@
+"""``txnsafety demo`` end to end, as a user runs it: a subprocess, real servers, its report files.
+
+The run itself is timing-dependent only in how many writes the concurrent racy
+endpoints lose; the assertions stick to what must hold every time: every racy
+request is reported (the checker judges provenance, not luck), the internal
+stomp loses every bonus, every fixed twin loses nothing and is reported by no
+one, and the exit status says so.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from txnsafety_lab.catalog import CLASSES
+
+from .conftest import REQUESTS, run_demo
+
+
+def test_default_run_passes_and_prints_the_three_steps(demo_run):
+    result, data, _ = demo_run
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    out = result.stdout
+    assert "Step 1. The linter" in out and "Steps 2 and 3" in out
+    assert "OK: every fixed twin kept every write" in out
+    for stomp_class in CLASSES:
+        assert stomp_class.slug in out
+    assert data["verdict"] == {"ok": True, "problems": [], "notes": data["verdict"]["notes"]}
+
+
+def test_every_racy_request_is_reported_and_no_fixed_one(demo_run):
+    _, data, _ = demo_run
+    for stomp_class in data["classes"]:
+        for variant in stomp_class["variants"]:
+            for server in ("wsgi", "asgi"):
+                result = variant["results"][server]
+                assert result["requests"] == REQUESTS and result["failed"] == 0
+                if not variant["racy"]:
+                    assert result["damage"] == 0 and result["reports"] == {}, (stomp_class["slug"], variant)
+                elif stomp_class["code"] != "TXN105":  # check-then-act is the linter's to find
+                    assert result["reports"] == {stomp_class["code"]: REQUESTS}, (stomp_class["slug"], server)
+
+
+def test_internal_stomp_loses_every_bonus(demo_run):
+    _, data, _ = demo_run
+    internal = next(c for c in data["classes"] if c["code"] == "TXN103")
+    for server in ("wsgi", "asgi"):
+        assert internal["variants"][0]["results"][server]["damage"] == REQUESTS
+
+
+def test_static_findings_land_on_racy_handlers_only(demo_run):
+    _, data, _ = demo_run
+    for stomp_class in data["classes"]:
+        racy, *fixes = stomp_class["variants"]
+        for fix in fixes:
+            assert fix["static"] == [], (stomp_class["slug"], fix["name"], fix["static"])
+    check_then_act = next(c for c in data["classes"] if c["code"] == "TXN105")
+    assert check_then_act["variants"][0]["static"] == ["TXN105"]
+
+
+def test_each_report_has_sites_and_the_race_behind_it(demo_run):
+    _, data, _ = demo_run
+    assert {r["code"] for r in data["reports"]} == {"TXN101", "TXN102", "TXN103", "TXN109"}
+    for report in data["reports"]:
+        assert "endpoints.py:" in report["write_site"] and "endpoints.py:" in report["read_site"]
+        lanes = report["timeline"]
+        assert len(lanes) == 2, report
+        ops = [e["op"] for lane in lanes for e in lane["events"]]
+        assert "read" in ops and "write" in ops
+        if report["code"] == "TXN103":
+            assert lanes[0]["request_id"] == lanes[1]["request_id"] == report["request_id"]
+        else:
+            assert lanes[0]["request_id"] == report["request_id"] != lanes[1]["request_id"]
+
+
+def test_report_never_contains_a_stored_value(demo_run):
+    """Reports carry codes, keys and sites: a row's value (the balance, 1,200 cents and up) must not appear."""
+    _, data, report_dir = demo_run
+    balance = next(c for c in data["classes"] if c["code"] == "TXN102")
+    stored = balance["variants"][1]["results"]["asgi"]["stored"]
+    assert stored == 100 * REQUESTS
+    for report in data["reports"]:
+        assert str(stored) not in json.dumps({k: v for k, v in report.items() if k != "timeline"})
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--requests", "0"], "--requests must be at least 1"),
+    (["--servers", "gunicorn"], "--servers takes wsgi, asgi or both"),
+    (["--database", "mysql://localhost/x"], "SQLite or PostgreSQL"),
+    (["--database", "postgresql://nobody:pw@127.0.0.1:9/none"], "cannot open the database"),
+    (["--locks", "zookeeper://127.0.0.1"], "cannot use the lock backend"),
+    (["--locks", "redis://127.0.0.1:9/0"], "cannot use the lock backend"),
+])
+def test_bad_options_get_a_clear_error_and_no_traceback(tmp_path, args, message):
+    result = run_demo(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "pw" not in result.stderr.replace("--", "")  # the password is not echoed
+
+
+def test_real_servers_postgresql_database_and_redis_locks(tmp_path, postgres_url, redis_url):
+    result = run_demo("--requests", "6", "--concurrency", "3", "--servers", "wsgi",
+                      "--database", postgres_url, "--locks", redis_url, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads((tmp_path / "txnsafety-demo-report" / "report.json").read_text())
+    assert data["database"].startswith("postgresql+psycopg://txnsafety:***@127.0.0.1")
+    assert data["locks"] == redis_url and data["servers"] == ["wsgi"]
+
+
+@pytest.mark.parametrize("backend", ["memcached", "postgresql"])
+def test_real_lock_backends(tmp_path, backend, request):
+    locks = request.getfixturevalue(f"{'postgres' if backend == 'postgresql' else backend}_url")
+    result = run_demo("--requests", "6", "--concurrency", "3", "--servers", "asgi", "--locks", locks,
+                      cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_report_dir_is_created_where_asked(tmp_path):
+    target = tmp_path / "nested" / "out"
+    result = run_demo("--requests", "2", "--concurrency", "2", "--servers", "wsgi",
+                      "--report-dir", str(target), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(os.listdir(target)) == ["report.html", "report.json"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -185,9 +186,12 @@ def _serve_and_fire(server: str, lab: Any, classes: Any, args: argparse.Namespac
     plan = [(c, v) for c in classes for v in c.variants]
     outcomes, reports = [], []
     # tqdm draws only on a terminal (disable=None); a log gets one line per server instead.
+    size = shutil.get_terminal_size((100, 24))  # a pty that reports 0x0 would hide the bar
     with serving as base, tqdm(total=len(plan) * args.requests, unit="req", leave=True, file=sys.stderr,
+                               ncols=min(110, size.columns), nrows=size.lines,
                                disable=True if args.no_progress else None,
                                bar_format="{desc} {bar:20} {n_fmt}/{total_fmt}") as bar:
+        drawn = not bar.disable
         for stomp_class, variant in plan:
             bar.set_description_str(f"{label:<24} {stomp_class.slug + ' / ' + variant.name:<35}")
             lab.reset()
@@ -206,6 +210,6 @@ def _serve_and_fire(server: str, lab: Any, classes: Any, args: argparse.Namespac
             outcomes.append(outcome)
             reports += distinct_reports(violations, recorder, server, stomp_class.slug, variant.name)
         bar.set_description_str(f"{label:<24} {'done':<35}")
-    if bar.disable and not args.no_progress:
+    if not drawn and not args.no_progress:
         print(f"  {label}: {len(plan) * args.requests} requests served", file=sys.stderr)
     return outcomes, reports

@@ -194,6 +194,34 @@ def _models_in(expr: cst.CSTNode) -> frozenset:
     return frozenset(out)
 
 
+_STRING_NODES = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+_SEQUENCE_NODES = (cst.List, cst.Tuple, cst.ListComp)
+
+
+def non_numeric(expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` obviously a string or a sequence (so ``x.f += expr`` is no counter)?
+
+    Only what the source shows: literals, f-strings, ``"..." % v``, ``"...".format()`` /
+    ``"...".join()``, ``str(...)``, and ``+`` with such an operand."""
+    stack = [expr]
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Add):
+                stack += (expr.right, expr.left)
+            elif isinstance(expr.operator, cst.Modulo):
+                stack.append(expr.left)
+        elif isinstance(expr, _STRING_NODES) or isinstance(expr, _SEQUENCE_NODES):
+            return True
+        elif isinstance(expr, cst.Call):
+            f = expr.func
+            if isinstance(f, cst.Name) and f.value == "str" or \
+                    isinstance(f, cst.Attribute) and f.attr.value in ("format", "join") and \
+                    isinstance(f.value, _STRING_NODES):
+                return True
+    return False
+
+
 def kwarg(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
     for a in call.args:
         if a.keyword is not None and a.keyword.value == name:
@@ -296,6 +324,8 @@ class ModuleInfo:
         self.imports: dict[str, tuple[str, str, int]] = {}
         self.txn_runners: dict[str, str] = {}
         self.functions: list[tuple[ast.AST, Optional[str]]] = []
+        #: class name -> last names of its bases (versioned-ness is inherited)
+        self.class_bases: dict[str, list[str]] = {}
         runner_text = _RUNNER_RE.search(source) is not None or any(
             n.split(".")[-1] in source for n in vocab_cfg.retrying_transactions | vocab_cfg.transactions)
         nodes = ast.walk(tree) if runner_text else _top_level(tree)
@@ -312,6 +342,8 @@ class ModuleInfo:
                 for a in node.names:
                     self._import(node.module + "." + a.name)
             elif isinstance(node, ast.ClassDef):
+                if node.bases:
+                    self.class_bases[node.name] = _base_names(node)
                 if self._versioned(node):
                     self.versioned.add(node.name)
             elif isinstance(node, ast.Call):
@@ -326,6 +358,7 @@ class ModuleInfo:
                         if isinstance(arg, ast.Name):
                             self.txn_targets[arg.id] = retrying
                             self.txn_runners[arg.id] = f"{fname}({arg.id})"
+        inherit_versioned(self.versioned, self.class_bases)
         body = getattr(tree, "body", [])
         self._collect(body, None)
 
@@ -366,6 +399,44 @@ class ModuleInfo:
 
 
 _RUNNER_RE = re.compile(r"transaction\(|run_in_transaction|transaction_async")
+
+
+def _base_names(node: ast.ClassDef) -> list[str]:
+    return [_ast_dotted(b).rsplit(".", 1)[-1] for b in node.bases]
+
+
+def inherit_versioned(versioned: set, class_bases: dict) -> bool:
+    """Add the classes whose base is versioned (the version column / mapper argument is
+    inherited); True if something was added."""
+    added = False
+    changed = bool(versioned) and bool(class_bases)
+    while changed:
+        changed = False
+        for name, bases in class_bases.items():
+            if name not in versioned and any(b in versioned for b in bases):
+                versioned.add(name)
+                changed = added = True
+    return added
+
+
+class ModuleFacts:
+    """The declarations other modules can import, read from module-level statements only
+    (for the files the analysis itself skips): imports, classes and versioned models."""
+
+    def __init__(self, tree: ast.AST):
+        self.imports: dict[str, tuple[str, str, int]] = {}
+        self.class_bases: dict[str, list[str]] = {}
+        self.versioned: set[str] = set()
+        for node in _top_level(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or node.level):
+                for a in node.names:
+                    self.imports[a.asname or a.name] = (node.module or "", a.name, node.level)
+            elif isinstance(node, ast.ClassDef):
+                if node.bases:
+                    self.class_bases[node.name] = _base_names(node)
+                if ModuleInfo._versioned(node):
+                    self.versioned.add(node.name)
+        inherit_versioned(self.versioned, self.class_bases)
 
 
 def _top_level(tree: ast.AST) -> Iterator[ast.AST]:
@@ -453,6 +524,18 @@ class Check:
         self.framework = framework
 
 
+class Returned:
+    """What a function returns when it returns an entity it read (a loader helper)."""
+
+    __slots__ = ("info", "scopes", "line", "versioned")
+
+    def __init__(self, info: GetInfo, scopes: tuple, line: int, versioned: bool):
+        self.info = info
+        self.scopes = scopes        # the helper's transactions/locks at the read (end at return)
+        self.line = line            # the read, in the helper's file
+        self.versioned = versioned  # as the helper's module knows the model
+
+
 class FunctionAnalyzer:
     """Walks one function body in statement order."""
 
@@ -485,6 +568,7 @@ class FunctionAnalyzer:
         self.call_sites: list[CallSite] = []
         self.reported_write_lines: set[int] = set()
         self.is_method = is_method
+        self.returned: Optional[Returned] = None
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
@@ -647,6 +731,69 @@ class FunctionAnalyzer:
             self.aug_assign(small)
         else:
             self.calls_in(small)
+            if isinstance(small, cst.Return) and small.value is not None and \
+                    self.returned is None and self.outer is None:
+                self.return_(small.value)
+
+    def return_(self, value: cst.BaseExpression) -> None:
+        """Remember the first entity this function reads and returns (for its callers)."""
+        while isinstance(value, cst.Await):
+            value = value.expression
+        if isinstance(value, cst.Call):
+            info = self.classify_get(value)
+            if info is not None:
+                self.returned = Returned(info, tuple(self.stack), self.line(value),
+                                         bool(info.model and info.model in self.mod.info.versioned))
+                return
+            got = self.from_helper(value)
+            if got is not None:
+                ret = got[0]
+                self.returned = Returned(ret.info, tuple(self.stack) + ret.scopes, self.line(value),
+                                         ret.versioned)
+        elif isinstance(value, cst.Name) and value.value in self.entities:
+            ent = self.entities[value.value]
+            if ent.source in ("get", "call"):
+                info = GetInfo(ent.model, ent.getter, ent.key, ent.framework,
+                               for_update=ent.for_update, locked=ent.locked_read,
+                               maybe_none=ent.maybe_none)
+                self.returned = Returned(info, ent.scopes, ent.read_line, ent.versioned)
+
+    def from_helper(self, call: cst.Call) -> Optional[tuple]:
+        """(Returned, helper name, its file if another module's) when ``call`` calls a
+        function (of this module, or imported) that returns an entity it read."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            name, alias = func.value, None
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            name, alias = func.attr.value, func.value.value
+            if alias in self.entities or alias in ("self", "cls"):
+                return None
+        else:
+            return None
+        return self.mod.returned_by(name, alias)
+
+    def new_returned_entity(self, name: str, got: tuple, line: int) -> Entity:
+        ret, helper, filename = got
+        info = ret.info
+        where = f"{filename} " if filename else ""
+        via = f"`{helper}()` ({where}line {ret.line})"
+        # the helper's own transactions and locks ended when it returned
+        ended = tuple(dataclasses.replace(s, where=f"in `{helper}()`, {where}") for s in ret.scopes)
+        ent = Entity(name, line, tuple(self.stack) + ended, "call", model=info.model,
+                     getter=info.getter, key=info.key, framework=info.framework,
+                     for_update=info.for_update and not ended,
+                     locked_read=info.locked and not ended, maybe_none=info.maybe_none,
+                     versioned=ret.versioned or bool(info.model and
+                                                     info.model in self.mod.info.versioned),
+                     via=via)
+        if ent.for_update:
+            self.row_locks.append((line, self.in_txn()))
+        self.entities[name] = ent
+        self.taint.pop(name, None)
+        self.params.pop(name, None)
+        self.new_objects.pop(name, None)
+        self.querysets.pop(name, None)
+        return ent
 
     # -- expressions
     def calls_in(self, node: cst.CSTNode, skip: Optional[cst.Call] = None) -> None:
@@ -795,6 +942,12 @@ class FunctionAnalyzer:
             for a in value.args:
                 self.calls_in(a.value)
             return
+        got = self.from_helper(value) if isinstance(value, cst.Call) else None
+        if got is not None and all(isinstance(t.target, cst.Name) for t in targets):
+            self.calls_in(value)
+            for t in targets:
+                self.new_returned_entity(t.target.value, got, line)
+            return
         # querysets (not evaluated yet)
         qs_set: set[str] = set()
         if isinstance(value, cst.Call) or isinstance(value, cst.Attribute):
@@ -869,7 +1022,8 @@ class FunctionAnalyzer:
                 and any(isinstance(side, cst.Attribute) and side.attr.value == attr and
                         isinstance(side.value, cst.Name) and side.value.value == tgt.value.value
                         for side in (value.left, value.right)):
-            kind = "counter"
+            # ``x.n = x.n + 1`` is a counter; ``x.s = x.s + "suffix"`` a derived string
+            kind = "derived" if non_numeric(value.left) or non_numeric(value.right) else "counter"
         elif ent in self.sources(value):
             kind = "derived"
         ent.pending.append(Mutation(line, attr, kind))
@@ -895,7 +1049,7 @@ class FunctionAnalyzer:
             ent = self.entities.get(tgt.value.value)
             if ent is not None:
                 kind = "counter" if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)) \
-                    else "derived"
+                    and not non_numeric(node.value) else "derived"
                 if self.atomic_expr(node.value):
                     kind = "atomic"
                 ent.pending.append(Mutation(line, tgt.attr.value, kind))
@@ -993,6 +1147,10 @@ class FunctionAnalyzer:
             model = None
             if call.args:
                 arg = call.args[0].value
+                if term == "add" and isinstance(arg, cst.Name) and arg.value in self.entities:
+                    # an entity read earlier joins this session: its changes flush with it
+                    self.entities[arg.value].session = dotted(recv)
+                    return
                 if isinstance(arg, cst.Call):
                     model = dotted(arg.func).rsplit(".", 1)[-1]
                 elif isinstance(arg, cst.Name):
@@ -1468,7 +1626,12 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
             vocab: Vocab) -> str:
     name = ent.name
     r = ent.read_line
-    src = "came in as a parameter" if ent.source == "param" else f"read at line {r}"
+    if ent.source == "param":
+        src = "came in as a parameter"
+    elif ent.source == "call" and ent.via:
+        src = f"read by {ent.via} at line {r}"
+    else:
+        src = f"read at line {r}"
     if code == "TXN101":
         scope: Scope = detail
         fw = _fw(ent, vocab, scope)
@@ -1511,9 +1674,9 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
                     f"keep the read and the write in one transaction")
         if kind == "ended":
             scope = detail[1]
-            return (f"TXN104 scope-changed: `{name}` {src} inside `{scope.label}` (line {scope.line}) "
-                    f"but {verb} at line {w_line} after it ended; do the read and the write inside the "
-                    f"same transaction or lock")
+            return (f"TXN104 scope-changed: `{name}` {src} inside `{scope.label}` ({scope.where}line "
+                    f"{scope.line}) but {verb} at line {w_line} after it ended; do the read and the "
+                    f"write inside the same transaction or lock")
         lock, txn = detail[1], detail[2]
         return (f"TXN104 scope-changed: `{name}` {src} and {verb} at line {w_line} under `{lock.label}` "
                 f"(line {lock.line}), but the lock is released before `{txn.label}` (line {txn.line}) "
@@ -1566,6 +1729,17 @@ class ModuleAnalyzer:
         self.prefilter = prefilter or Prefilter(cfg)
         self.nested_seen = 0
         self.parsed_functions = 0
+        #: module-level functions that may return an entity they read (analysed on demand)
+        self.returner_candidates: dict[str, tuple] = {}
+        #: id(function node) -> its analyzer (None: could not be parsed)
+        self.analyzed: dict[int, Optional[FunctionAnalyzer]] = {}
+        self.busy: set[int] = set()
+        #: helpers being analysed on demand, across modules (shared by analyze_project)
+        self.demand: list[int] = []
+        #: (name, module alias) -> (module, name) of an imported function; set by analyze_project
+        self.resolve_external = None
+        #: only here for its loader helpers (analyze_project): nothing of its own is analysed
+        self.loaders_only = False
 
     def add(self, f: Finding) -> None:
         self.findings.append(f)
@@ -1578,10 +1752,16 @@ class ModuleAnalyzer:
         self.resolve_calls([self], self.call_sites, lambda site: self.functions.get(site.callee))
         return self.results()
 
-    def prepare(self) -> bool:
-        """Cheap stage: is the module worth analysing, and which functions."""
-        if not self.prefilter.module_relevant(self.source):
-            return False
+    def prepare(self, loaders: bool = False) -> bool:
+        """Cheap stage: is the module worth analysing, and which functions.
+
+        ``loaders``: the module is known not to be relevant; keep it if it may hold helpers
+        that return an entity (another module's callers may need them)."""
+        pf = self.prefilter
+        if loaders or not pf.module_relevant(self.source):
+            if not (loaders and "return" in self.source and pf.f_gets.search(self.source)):
+                return False
+            self.loaders_only = True
         if self.tree is None:
             self.tree = ast.parse(self.source)
         self.info = ModuleInfo(self.tree, self.cfg, self.source)
@@ -1593,12 +1773,69 @@ class ModuleAnalyzer:
             start = min([fnode.lineno] + [d.lineno for d in fnode.decorator_list])
             end = fnode.end_lineno or fnode.lineno
             text = "".join(lines[start - 1:end])
-            if fnode.name in self.info.txn_targets or self.prefilter.function_relevant(text):
-                self.picked.append((fnode, cls, start, text))
+            item = (fnode, cls, start, text)
+            if cls is None and "return" in text and pf.f_gets.search(text):
+                self.returner_candidates[fnode.name] = item
+            if self.loaders_only:
+                continue
+            if fnode.name in self.info.txn_targets or pf.function_relevant(text):
+                self.picked.append(item)
                 self.function_names.add(fnode.name)
             else:
-                self.rest.append((fnode, cls, start, text))
+                self.rest.append(item)
+        if self.returner_candidates and self.rest:
+            self.pick_callers(_calls_re(self.returner_candidates))
         return True
+
+    def pick_callers(self, calls: "re.Pattern[str]") -> None:
+        """Also pick the functions that get an entity from a loader helper (``calls``) and
+        change and write something."""
+        pf = self.prefilter
+        keep = []
+        for item in self.rest:
+            text = item[3]
+            if calls.search(text) and pf.f_writes.search(text) and \
+                    (pf.mut.search(text) or pf.check.search(text)):
+                self.picked.append(item)
+                self.function_names.add(item[0].name)
+            else:
+                keep.append(item)
+        self.rest = keep
+
+    def returned_by(self, name: str, alias: Optional[str]) -> Optional[tuple]:
+        """(Returned, helper name, file name if another module) for a call of ``name``
+        (``alias.name`` for a module imported under ``alias``), if that function returns an
+        entity it read."""
+        if alias is None and name in self.returner_candidates:
+            fa = self.on_demand(name)
+            return (fa.returned, name, "") if fa is not None and fa.returned is not None else None
+        if self.resolve_external is None or (alias or name) not in self.info.imports:
+            return None
+        target = self.resolve_external(name, alias)
+        if target is None:
+            return None
+        other, other_name = target
+        fa = other.on_demand(other_name)
+        if fa is None or fa.returned is None:
+            return None
+        return fa.returned, name, os.path.basename(other.filename) or "another module"
+
+    def on_demand(self, name: str) -> Optional[FunctionAnalyzer]:
+        """The analyzer of loader candidate ``name``, analysing it now if needed (three
+        helpers deep at most; a recursive helper is not followed into itself)."""
+        item = self.returner_candidates.get(name)
+        if item is None:
+            return None
+        key = id(item[0])
+        if key in self.analyzed:
+            return self.analyzed[key]
+        if key in self.busy or len(self.demand) >= 3:
+            return None
+        self.demand.append(key)
+        try:
+            return self.analyze_function(*item)
+        finally:
+            self.demand.pop()
 
     def helper_names(self) -> set[str]:
         """Module-level functions that other modules may call: the picked ones and the
@@ -1615,9 +1852,15 @@ class ModuleAnalyzer:
             rest = [it for it in rest if it[0].name not in wanted]
         return names
 
-    def analyze(self, external: Optional[set[str]] = None) -> None:
-        """libcst stage.  ``external``: names imported from other modules that are helpers."""
+    def analyze(self, external: Optional[set[str]] = None,
+                loader_calls: Optional["re.Pattern[str]"] = None) -> None:
+        """libcst stage.  ``external``: names imported from other modules that are helpers;
+        ``loader_calls``: calls of other modules' loader helpers."""
+        if self.loaders_only:
+            return
         self.function_names |= set(external or ())
+        if loader_calls is not None and self.rest:
+            self.pick_callers(loader_calls)
         for fnode, cls, start, text in self.picked:
             self.analyze_function(fnode, cls, start, text)
         # then the callers of helpers whose summary matters: under a lock, or holding a read
@@ -1648,26 +1891,40 @@ class ModuleAnalyzer:
                 out.append(f)
         return out
 
-    def analyze_function(self, fnode, cls, start: int, text: str) -> None:
+    def analyze_function(self, fnode, cls, start: int, text: str) -> Optional[FunctionAnalyzer]:
+        """Analyse one function (once: a loader helper may have been analysed on demand)."""
+        key = id(fnode)
+        if key in self.analyzed or key in self.busy:
+            return self.analyzed.get(key)
+        self.busy.add(key)
+        try:
+            fa = self._analyze_function(fnode, cls, start, text)
+        finally:
+            self.busy.discard(key)
+        self.analyzed[key] = fa
+        return fa
+
+    def _analyze_function(self, fnode, cls, start: int, text: str) -> Optional[FunctionAnalyzer]:
         indented = text[:1] in (" ", "\t")
         src = ("if 1:\n" + text) if indented else text
         offset = start - 1 - (1 if indented else 0)
         try:
             module = cst.parse_module(src)
         except Exception:
-            return
+            return None
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         positions = _Positions(wrapper.resolve(ByteSpanPositionProvider), src)
         fdef = module.body[0]
         if indented:
             fdef = fdef.body.body[0]
         if not isinstance(fdef, cst.FunctionDef):
-            return
+            return None
         self.parsed_functions += 1
         qual = f"{cls}.{fnode.name}" if cls else fnode.name
         fa = FunctionAnalyzer(self, fdef, positions, offset, qual, is_method=cls is not None)
         fa.run()
         self.functions.setdefault(fnode.name, fa)
+        return fa
 
     @staticmethod
     def resolve_calls(modules: list, call_sites: list, lookup) -> None:
@@ -1771,6 +2028,11 @@ class ModuleAnalyzer:
                 return
 
 
+def _calls_re(names) -> "re.Pattern[str]":
+    """Calls of module-level functions ``names`` (not methods of the same name)."""
+    return re.compile(r"(?<![\w.])(?:%s)\(" % "|".join(sorted(re.escape(n) for n in names)))
+
+
 def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = "",
                    tree: Optional[ast.AST] = None,
                    prefilter: Optional[Prefilter] = None) -> list[Finding]:
@@ -1803,53 +2065,117 @@ def _module_names(path: str, roots: Sequence[str]) -> list[str]:
 def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Config] = None,
                     roots: Sequence[str] = (), prefilter: Optional[Prefilter] = None
                     ) -> dict[str, list[Finding]]:
-    """Analyse many modules and join calls between them (``from x import helper``)."""
+    """Analyse many modules and join calls between them (``from x import helper``).
+
+    What crosses modules, always through imports (``from x import name``, ``from pkg import
+    module`` + ``module.name``, relative imports): helpers that write or re-read an entity,
+    helpers that return an entity they read, and versioned models (also through re-exports
+    and subclasses)."""
     cfg = cfg or Config()
     prefilter = prefilter or Prefilter(cfg)
     mods: dict[str, ModuleAnalyzer] = {}
-    index: dict[str, ModuleAnalyzer] = {}
-    dotted_of: dict[int, str] = {}
+    facts: dict[str, object] = {}            # path -> ModuleInfo or ModuleFacts
+    index: dict[str, str] = {}               # dotted module name (and its suffixes) -> path
+    dotted_of: dict[str, str] = {}
+    demand: list[int] = []                   # loader helpers being analysed, across modules
+    skipped: dict[str, tuple[str, ast.AST]] = {}
     for path, source, tree in files:
         m = ModuleAnalyzer(source, tree, cfg, path, prefilter)
-        if not m.prepare():
-            continue
-        mods[path] = m
+        if m.prepare():
+            mods[path] = m
+            m.demand = demand
+            facts[path] = m.info
+        else:
+            skipped[path] = (source, tree)
+            facts[path] = ModuleFacts(tree)
+    # analysed modules take a shared suffix first, as they always did
+    for path in sorted(facts, key=lambda p: p not in mods):
         for name in _module_names(path, roots or ["."]):
-            dotted_of.setdefault(id(m), name)
+            dotted_of.setdefault(path, name)
             parts = name.split(".")
             for i in range(len(parts)):
-                index.setdefault(".".join(parts[i:]), m)
-    helpers = {id(m): m.helper_names() for m in mods.values()}
+                index.setdefault(".".join(parts[i:]), path)
 
-    def target(m: ModuleAnalyzer, alias: str, as_module: bool = False
-               ) -> Optional[tuple[ModuleAnalyzer, str]]:
-        modname, name, level = m.info.imports[alias]
+    def resolve(path: str, alias: str, as_module: bool = False) -> Optional[tuple[str, str]]:
+        imports = facts[path].imports
+        if alias not in imports:
+            return None
+        modname, name, level = imports[alias]
         if as_module:                       # ``from pkg import services``
             modname, name = (modname + "." + name) if modname else name, ""
         if level:
-            here = dotted_of.get(id(m), "")
+            here = dotted_of.get(path, "")
             parts = here.split(".") if here else []
-            is_pkg = m.filename.endswith("__init__.py")
+            is_pkg = path.endswith("__init__.py")
             base = parts if is_pkg else parts[:-1]
             if level - 1:
                 base = base[: -(level - 1)] if len(base) >= level - 1 else []
             modname = ".".join(base + ([modname] if modname else []))
         other = index.get(modname)
-        if other is None or other is m:
+        if other is None or other == path:
             return None
         return other, name
 
+    def target(m: ModuleAnalyzer, alias: str, as_module: bool = False
+               ) -> Optional[tuple[ModuleAnalyzer, str]]:
+        t = resolve(m.filename, alias, as_module)
+        if t is None or t[0] not in mods:
+            return None
+        return mods[t[0]], t[1]
+
+    # a module that only reads (skipped above) may hold loader helpers that an analysed
+    # module imports and calls: keep those modules too (for their loaders only)
+    for path in [p for p in mods if not mods[p].loaders_only]:
+        source = mods[path].source
+        for alias in facts[path].imports:
+            if alias + "(" not in source and alias + "." not in source:
+                continue
+            for as_module in (False, True):
+                t = resolve(path, alias, as_module)
+                if t is not None and t[0] in skipped:
+                    other_source, other_tree = skipped.pop(t[0])
+                    other = ModuleAnalyzer(other_source, other_tree, cfg, t[0], prefilter)
+                    if other.prepare(loaders=True):
+                        mods[t[0]] = other
+                        other.demand = demand
+                        other.info.versioned |= facts[t[0]].versioned
+                        facts[t[0]] = other.info
+    _share_versioned(facts, resolve, cfg.versioned_models)
+    helpers = {id(m): m.helper_names() for m in mods.values()}
+
+    def resolver(m: ModuleAnalyzer):
+        def resolve_external(name: str, alias: Optional[str]) -> Optional[tuple]:
+            if alias is not None:
+                t = target(m, alias, as_module=True)
+                return (t[0], name) if t is not None else None
+            return target(m, name)
+        return resolve_external
+
+    plans = []
     for m in mods.values():
+        m.resolve_external = resolver(m)
         external = set()
+        loaders = set()
         for alias in m.info.imports:
             t = target(m, alias)
-            if t is not None and t[1] in helpers[id(t[0])]:
-                external.add(alias)
+            if t is not None:
+                if t[1] in helpers[id(t[0])]:
+                    external.add(alias)
+                if t[1] in t[0].returner_candidates:
+                    loaders.add(re.escape(alias) + r"\(")
             t = target(m, alias, as_module=True)
-            if t is not None and helpers[id(t[0])]:
-                m.module_aliases.add(alias)
-                external |= helpers[id(t[0])]
-        m.analyze(external)
+            if t is not None:
+                if helpers[id(t[0])]:
+                    m.module_aliases.add(alias)
+                    external |= helpers[id(t[0])]
+                if t[0].returner_candidates:
+                    loaders.add(re.escape(alias) + r"\.(?:%s)\(" % "|".join(
+                        sorted(re.escape(n) for n in t[0].returner_candidates)))
+        m.function_names |= external
+        plans.append((m, external, re.compile(r"(?<![\w.])(?:%s)" % "|".join(sorted(loaders)))
+                      if loaders else None))
+    for m, external, loader_calls in plans:
+        m.analyze(external, loader_calls)
     sites = [site for m in mods.values() for site in m.call_sites]
 
     def lookup(site: CallSite):
@@ -1869,5 +2195,42 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
     ModuleAnalyzer.resolve_calls(list(mods.values()), sites, lookup)
     out = {}
     for path, m in mods.items():
+        if m.loaders_only and not m.findings:
+            continue
         out[path] = [Finding(f.line, f.col, f.code, f.message, path) for f in m.results()]
     return out
+
+
+def _share_versioned(facts: dict, resolve, configured: set) -> None:
+    """Versioned models cross modules through imports: ``from .models import Doc``,
+    ``from app import models`` (+ ``models.Doc``), re-exports and subclasses of a versioned
+    base.  A fixpoint over the import graph; nothing to do when no module declares one
+    (configured ``versioned-models`` apply everywhere already)."""
+    own = {path: set(f.versioned) - configured for path, f in facts.items()}
+    if not any(own.values()):
+        return
+    for _round in range(8):
+        changed = False
+        for path, f in facts.items():
+            mine = own[path]
+            for alias in f.imports:
+                if alias in mine:
+                    continue
+                t = resolve(path, alias)
+                if t is not None and t[1] in own[t[0]]:
+                    mine.add(alias)
+                    changed = True
+                    continue
+                t = resolve(path, alias, as_module=True)
+                if t is not None and own[t[0]]:
+                    # ``models.Doc``: the analysis knows a model by its last name
+                    new = own[t[0]] - mine - set(f.class_bases)
+                    if new:
+                        mine |= new
+                        changed = True
+            if inherit_versioned(mine, f.class_bases):
+                changed = True
+        if not changed:
+            break
+    for path, f in facts.items():
+        f.versioned |= own[path]

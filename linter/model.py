@@ -29,6 +29,9 @@ class Scope:
     decorator: bool = False
     session: Optional[str] = None
     framework: Optional[str] = None
+    #: where the scope is when it is not the reporting function's own, e.g. "in `load()`, "
+    #: for a helper's transaction that ended when the helper returned an entity
+    where: str = ""
 
 
 @dataclasses.dataclass
@@ -43,7 +46,7 @@ class Entity:
     name: str
     read_line: int
     scopes: tuple
-    source: str               # "get" | "param" | "loop"
+    source: str               # "get" | "param" | "loop" | "call" (returned by a helper)
     model: Optional[str] = None
     getter: Optional[str] = None
     key: Optional[str] = None
@@ -57,6 +60,8 @@ class Entity:
     released_line: Optional[int] = None
     had_rmw: bool = False
     session: Optional[str] = None
+    #: for source "call": the helper that read it, e.g. "`load()` (auth.py line 5)"
+    via: Optional[str] = None
 
     def relevant(self, kind: str, fields: Optional[set] = None) -> list:
         """The pending mutations that make a write of ``kind`` a read-modify-write."""

@@ -106,7 +106,7 @@ def test_real_servers_postgresql_database_and_redis_locks(tmp_path, postgres_url
                       "--database", postgres_url, "--locks", redis_url, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads((tmp_path / "txnsafety-demo-report" / "report.json").read_text())
-    assert data["database"].startswith("postgresql+psycopg://txnsafety:***@127.0.0.1")
+    assert data["database"].startswith("postgresql://txnsafety:***@127.0.0.1")  # password hidden
     assert data["locks"] == redis_url and data["servers"] == ["wsgi"]
 
 

@@ -52,12 +52,14 @@ def test_internal_stomp_loses_every_bonus(demo_run):
 
 def test_static_findings_land_on_racy_handlers_only(demo_run):
     _, data, _ = demo_run
-    for stomp_class in data["classes"]:
-        racy, *fixes = stomp_class["variants"]
-        for fix in fixes:
-            assert fix["static"] == [], (stomp_class["slug"], fix["name"], fix["static"])
-    check_then_act = next(c for c in data["classes"] if c["code"] == "TXN105")
-    assert check_then_act["variants"][0]["static"] == ["TXN105"]
+    static = {c["slug"]: [v["static"] for v in c["variants"]] for c in data["classes"]}
+    assert static == {
+        "half-protected": [["TXN101"], []],
+        "unprotected": [["TXN106"], []],      # a numeric read-modify-write: the linter's specific code
+        "internal": [["TXN103"], []],
+        "weak-isolation": [["TXN106"], [], []],
+        "check-then-act": [["TXN105"], []],
+    }
 
 
 def test_each_report_has_sites_and_the_race_behind_it(demo_run):

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -78,13 +81,20 @@ def test_each_report_has_sites_and_the_race_behind_it(demo_run):
 
 
 def test_report_never_contains_a_stored_value(demo_run):
-    """Reports carry codes, keys and sites: a row's value (the balance, 1,200 cents and up) must not appear."""
+    """Store credit starts at a sentinel (98,765,400 cents): no value of it may reach the report."""
     _, data, report_dir = demo_run
-    balance = next(c for c in data["classes"] if c["code"] == "TXN102")
-    stored = balance["variants"][1]["results"]["asgi"]["stored"]
-    assert stored == 100 * REQUESTS
+    from txnsafety_lab.models import STARTING_CENTS
+    sentinel = str(STARTING_CENTS)[:6]
+    for name in ("report.json", "report.html"):
+        assert sentinel not in (report_dir / name).read_text(), name
+    top_ups = next(c for c in data["classes"] if c["code"] == "TXN102")["variants"][1]["results"]["asgi"]
+    assert top_ups["stored"] == top_ups["expected"] == 100 * REQUESTS   # measured relative to the start
+
+
+def test_sites_in_the_report_are_portable(demo_run):
+    _, data, _ = demo_run
     for report in data["reports"]:
-        assert str(stored) not in json.dumps({k: v for k, v in report.items() if k != "timeline"})
+        assert report["write_site"].startswith("txnsafety_lab/endpoints.py:"), report["write_site"]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -93,14 +103,16 @@ def test_report_never_contains_a_stored_value(demo_run):
     (["--database", "mysql://localhost/x"], "SQLite or PostgreSQL"),
     (["--database", "postgresql://nobody:pw@127.0.0.1:9/none"], "cannot open the database"),
     (["--locks", "zookeeper://127.0.0.1"], "cannot use the lock backend"),
-    (["--locks", "redis://127.0.0.1:9/0"], "cannot use the lock backend"),
+    (["--locks", "redis://:sekret@127.0.0.1:9/0"], "cannot use the lock backend redis://:***@127.0.0.1:9/0"),
+    (["--think-ms", "nan"], "--think-ms must be a number from 0 to 1000"),
+    (["--report-dir", "/proc/no/such/dir"], "--report-dir /proc/no/such/dir"),
 ])
 def test_bad_options_get_a_clear_error_and_no_traceback(tmp_path, args, message):
     result = run_demo(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
-    assert "pw" not in result.stderr.replace("--", "")  # the password is not echoed
+    assert ":pw@" not in result.stderr and "sekret" not in result.stderr  # passwords are not echoed
 
 
 def test_real_servers_postgresql_database_and_redis_locks(tmp_path, postgres_url, redis_url):
@@ -118,6 +130,26 @@ def test_real_lock_backends(tmp_path, backend, request):
     result = run_demo("--requests", "6", "--concurrency", "3", "--servers", "asgi", "--locks", locks,
                       cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads((tmp_path / "txnsafety-demo-report" / "report.json").read_text())
+    assert data["locks"].split("://")[0] == locks.split("://")[0]
+    for slug in ("unprotected", "internal"):  # the two classes whose cure or handler takes the user lock
+        for variant in next(c for c in data["classes"] if c["slug"] == slug)["variants"]:
+            assert variant["results"]["asgi"]["failed"] == 0
+            assert variant["racy"] or variant["results"]["asgi"]["damage"] == 0
+
+
+def test_ctrl_c_ends_the_run_quietly(tmp_path):
+    """SIGINT while the clients are firing: a one-line message, exit status 130, no traceback."""
+    process = subprocess.Popen([sys.executable, "-m", "txnsafety.cli", "demo", "--no-progress",
+                                "--requests", "400", "--think-ms", "20"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stdout:  # wait for the moment the servers are being hammered
+        if line.startswith("Steps 2 and 3"):
+            break
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
 
 
 def test_report_dir_is_created_where_asked(tmp_path):

@@ -75,3 +75,19 @@ def test_embedded_data_is_the_json_report(demo_run):
     html = (report_dir / "report.html").read_text()
     embedded = re.search(r'<script type="application/json" id="txnsafety-data">(.*?)</script>', html, re.S)
     assert embedded and json.loads(embedded.group(1)) == data
+
+
+def test_markup_in_the_data_stays_text(chromium, demo_run, tmp_path):
+    """Messages quote code: ``<!--<script>`` or ``</script>`` in them must neither break nor inject."""
+    from txnsafety.demo.html import render
+
+    _, data, _ = demo_run
+    hostile = "x <!--<script> y </script><img src=x onerror=alert(1)> z"
+    data = json.loads(json.dumps(data))
+    data["findings"][0]["message"] = hostile
+    page = tmp_path / "hostile.html"
+    page.write_text(render(data))
+    dom = rendered_dom(chromium, page, tmp_path)
+    assert 'data-rendered="ok"' in dom
+    assert "&lt;!--&lt;script&gt; y &lt;/script&gt;&lt;img src=x onerror=alert(1)&gt; z" in dom
+    assert "<img" not in dom

@@ -58,4 +58,5 @@ def test_a_racy_endpoint_that_lost_nothing_is_a_note_not_a_failure():
     racy.stored = racy.expected
     result = verdict(CLASSES, outcomes, [])
     assert result["ok"] and result["notes"] == [
-        "unprotected / racy on WSGI: no write lost this time (raise --concurrency or --think-ms)"]
+        "unprotected / racy on WSGI: no write lost this time "
+        "(a race is a matter of timing: run again, or raise --think-ms)"]

@@ -7,6 +7,7 @@ doubles as an end-to-end check); 2 for bad options or a missing dependency.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -16,9 +17,12 @@ from contextlib import ExitStack
 from typing import Any
 
 SERVERS = ("wsgi", "asgi")
+#: Beyond a second of "work" per request the run takes minutes and lock waits time out.
+MAX_THINK_MS = 1000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's options, on the ``demo`` subcommand's parser."""
     parser.add_argument("--requests", type=int, default=40, metavar="N",
                         help="requests per endpoint and server (default 40)")
     parser.add_argument("--concurrency", type=int, default=8, metavar="N",
@@ -42,8 +46,8 @@ def _check_options(args: argparse.Namespace) -> list[str]:
         problems.append("--requests must be at least 1")
     if args.concurrency < 1:
         problems.append("--concurrency must be at least 1")
-    if args.think_ms < 0:
-        problems.append("--think-ms must not be negative")
+    if not (math.isfinite(args.think_ms) and 0 <= args.think_ms <= MAX_THINK_MS):
+        problems.append(f"--think-ms must be a number from 0 to {MAX_THINK_MS}")
     servers = [s.strip() for s in args.servers.split(",") if s.strip()]
     unknown = [s for s in servers if s not in SERVERS]
     if unknown or not servers:
@@ -62,6 +66,15 @@ def _missing_dependency() -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the demo for parsed ``args``; returns the exit status (0 ok, 1 a fix failed, 2 bad setup)."""
+    try:
+        return _checked_run(args)
+    except KeyboardInterrupt:
+        print("\ntxnsafety demo: interrupted", file=sys.stderr)
+        return 130
+
+
+def _checked_run(args: argparse.Namespace) -> int:
     problems = _check_options(args)
     if problems:
         for problem in problems:
@@ -98,20 +111,24 @@ def _run(args: argparse.Namespace, database: str, stack: ExitStack) -> int:
 
     started = time.perf_counter()
     lab_dir = os.path.dirname(txnsafety_lab.__file__)
-    shown_db = _shown(database)
-    print(f"txnsafety demo: the stomp lab on {shown_db}, user write locks on {args.locks}\n")
-
-    print("Step 1. The linter reads the lab's handlers (txnsafety_lab/endpoints.py):\n")
-    findings = static.lint(lab_dir)
-    summary.print_findings(findings)
-
+    shown_db, shown_locks = redacted(database), redacted(args.locks)
+    # Everything that can fail on the user's input fails now, before any output.
+    _prepare_report_dir(args.report_dir)
     lab = _open(lab_database, database, args)
     stack.callback(lab.dispose)
     _configure_checker_and_locks(args, stack)
+    print(f"txnsafety demo: the stomp lab on {shown_db}, user write locks on {shown_locks}\n")
+
+    print("Step 1. The linter reads the lab's handlers (txnsafety_lab/endpoints.py):\n")
+    try:
+        findings = static.lint(lab_dir)
+    except RuntimeError as exc:
+        raise _SetupError(str(exc)) from None
+    summary.print_findings(findings)
+
     recorder = stack.enter_context(
         Recorder(models.Base, [lab.Session, lab.DefaultSession], os.path.abspath(endpoints.__file__)))
     collector = stack.enter_context(listening())
-
     print(f"\nSteps 2 and 3. Each endpoint, racy and fixed, gets {args.requests} requests from "
           f"{args.concurrency} concurrent clients, on each server:\n")
     outcomes, reports = [], []
@@ -123,50 +140,73 @@ def _run(args: argparse.Namespace, database: str, stack: ExitStack) -> int:
     verdict = summary.verdict(catalog.CLASSES, outcomes, findings)
     print()
     summary.print_table(catalog.CLASSES, outcomes, findings, args.server_list)
-    result = html.Result(database=shown_db, locks=args.locks, requests=args.requests,
+    result = html.Result(database=shown_db, locks=shown_locks, requests=args.requests,
                          concurrency=args.concurrency, think_ms=args.think_ms, servers=args.server_list,
                          classes=catalog.CLASSES, outcomes=outcomes, findings=findings, reports=reports,
                          verdict=verdict, seconds=time.perf_counter() - started)
-    paths = html.write(result, args.report_dir, lab_dir)
+    try:
+        paths = html.write(result, args.report_dir, lab_dir)
+    except OSError as exc:
+        raise _SetupError(f"cannot write the report to {args.report_dir}: {exc.strerror or exc}") from None
     summary.print_reports(reports)
     summary.print_verdict(verdict, paths, result.seconds)
     return 0 if verdict["ok"] else 1
 
 
-def _shown(url: str) -> str:
-    """The URL without its password (the report may be shared)."""
-    from sqlalchemy.engine import make_url
+def _scrub(message: str, url: str) -> str:
+    """A driver's error message, minus the URL's password should the driver quote it."""
+    from urllib.parse import urlsplit
+    password = urlsplit(url).password
+    return message.replace(password, "***") if password else message
+
+
+def _prepare_report_dir(directory: str) -> None:
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url.split("@")[-1]
+        os.makedirs(directory, exist_ok=True)
+        if not os.access(directory, os.W_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as exc:
+        raise _SetupError(f"--report-dir {directory}: {exc.strerror or exc}") from None
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (the report may be shared)."""
+    from txnsafety.locks.backend import redacted_url
+    return redacted_url(url)
 
 
 def _open(lab_database: Any, database: str, args: argparse.Namespace) -> Any:
     try:
         return lab_database.open_lab(database, pool_size=args.concurrency + 2, think=args.think_ms / 1000)
     except ValueError as exc:
-        raise _SetupError(exc) from None
+        raise _SetupError(f"--database {redacted(database)}: {exc}") from None
     except Exception as exc:  # a server that is down, a bad password: say so, no traceback
-        raise _SetupError(f"cannot open the database {_shown(database)}: {type(exc).__name__}: "
+        raise _SetupError(f"cannot open the database {redacted(database)}: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
 def _configure_checker_and_locks(args: argparse.Namespace, stack: ExitStack) -> None:
+    """Collect every report with its read site; the locks on ``--locks``; both put back afterwards."""
     import txnsafety
     from txnsafety import locks
     from txnsafety.config import settings
+    from txnsafety.locks import config as lock_config
 
     before = (settings.mode, settings.read_sites)
     txnsafety.configure(mode="collect", read_sites="always")  # every report names its read site
     stack.callback(lambda: txnsafety.configure(mode=before[0], read_sites=before[1]))
+    url_before, options_before = lock_config.default_url(), locks.options()
+    stack.callback(lambda: locks.configure(url=url_before, **options_before.__dict__))
+    # A fixed twin waits for the lock behind every other client's read-modify-write: let it.
+    wait = max(10.0, 3 * args.concurrency * args.think_ms / 1000)
     try:
-        locks.configure(url=args.locks)
+        locks.configure(url=args.locks, wait_timeout=wait)
         stack.callback(locks.close_backends)
         with locks.user_write_lock("txnsafety-demo:probe", wait_timeout=10, on_backend_error="fail_closed"):
             pass  # the backend answers now, not with a 500 in the middle of the run
     except Exception as exc:
-        raise _SetupError(f"cannot use the lock backend {args.locks}: {type(exc).__name__}: {exc}") from None
+        raise _SetupError(f"cannot use the lock backend {redacted(args.locks)}: "
+                          f"{type(exc).__name__}: {_scrub(str(exc), args.locks)}") from None
 
 
 def _serve_and_fire(server: str, lab: Any, classes: Any, args: argparse.Namespace, recorder: Any,
@@ -204,8 +244,9 @@ def _serve_and_fire(server: str, lab: Any, classes: Any, args: argparse.Namespac
             with lab.measure.connect() as conn:
                 stored = variant.stored(conn)
             violations = collector.take()
+            # A failed request (a 500) wrote nothing: only the answered ones were owed a write.
             outcome = Outcome(server, stomp_class.slug, variant.name, args.requests, failed,
-                              variant.expected(args.requests), stored, seconds, variant.unit)
+                              variant.expected(args.requests - failed), stored, seconds, variant.unit)
             outcome.codes.update(v.code.value for v in violations)
             outcomes.append(outcome)
             reports += distinct_reports(violations, recorder, server, stomp_class.slug, variant.name)

@@ -15,8 +15,8 @@ from importlib import resources
 from typing import Any, Sequence
 
 from .. import __version__
-from .load import Outcome
-from .static import StaticFinding
+from .load import Outcome, by_cell
+from .static import StaticFinding, codes_in
 
 PLACEHOLDER = "/*__TXNSAFETY_DATA__*/"
 
@@ -39,7 +39,7 @@ class Result:
 
 def as_data(result: Result, lab_dir: str) -> dict[str, Any]:
     """The report as plain JSON data (field values never appear: only counts, codes and sites)."""
-    cells = {(o.server, o.class_slug, o.variant): o for o in result.outcomes}
+    cells = by_cell(result.outcomes)
     classes = []
     for c in result.classes:
         variants = []
@@ -52,7 +52,7 @@ def as_data(result: Result, lab_dir: str) -> dict[str, Any]:
                                        "stored": o.stored, "damage": o.wrong, "seconds": round(o.seconds, 3),
                                        "reports": dict(o.codes)}
             variants.append({"name": v.name, "racy": v.racy, "cure": v.cure, "function": v.function,
-                             "static": sorted(f.code for f in result.findings if f.function == v.function),
+                             "static": codes_in(result.findings, v.function),
                              "results": results})
         classes.append({"slug": c.slug, "code": c.code, "title": c.title, "story": c.story,
                         "damage": c.damage, "variants": variants})
@@ -66,9 +66,16 @@ def as_data(result: Result, lab_dir: str) -> dict[str, Any]:
         "concurrency": result.concurrency, "think_ms": result.think_ms, "servers": list(result.servers),
         "seconds": round(result.seconds, 2), "verdict": result.verdict, "classes": classes,
         "findings": [f.as_dict() for f in result.findings],
-        "reports": [_relative_times(r) for r in result.reports],
+        "reports": [_portable(_relative_times(r), lab_dir) for r in result.reports],
         "source": {"file": "endpoints.py", "lines": source},
     }
+
+
+def _portable(report: dict[str, Any], lab_dir: str) -> dict[str, Any]:
+    """Sites as ``txnsafety_lab/endpoints.py:28 in f``: this machine's paths mean nothing elsewhere."""
+    prefix = lab_dir + os.sep
+    return {k: (v.replace(prefix, "txnsafety_lab/", 1) if k.endswith("_site") and isinstance(v, str) else v)
+            for k, v in report.items()}
 
 
 def _relative_times(report: dict[str, Any]) -> dict[str, Any]:
@@ -85,9 +92,15 @@ def _relative_times(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def render(data: dict[str, Any]) -> str:
+    """The HTML page with ``data`` embedded, safe inside its <script> element.
+
+    ``</script>`` would end the element and ``<!--<script>`` would make the
+    parser swallow the real end tag; JSON's ``\\u003c`` spellings of ``<``, ``>``
+    and ``&`` leave the parser nothing to see.
+    """
     template = resources.files(__package__).joinpath("report.html").read_text(encoding="utf-8")
-    # Inside <script>, "</" could end the element early; JSON allows escaping "/".
-    payload = json.dumps(data, indent=None).replace("</", "<\\/")
+    payload = (json.dumps(data, indent=None)
+               .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
     return template.replace(PLACEHOLDER, payload)
 
 

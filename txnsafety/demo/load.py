@@ -17,7 +17,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import txnsafety
 from txnsafety.codes import Code
@@ -44,6 +44,11 @@ class Outcome:
     def wrong(self) -> int:
         """Writes lost (or duplicated): the distance between what should and what did happen."""
         return -(-abs(self.expected - self.stored) // self.unit)
+
+
+def by_cell(outcomes: Iterable[Outcome]) -> dict[tuple[str, str, str], Outcome]:
+    """Outcomes keyed by (server, class slug, variant name), as the table and report look them up."""
+    return {(o.server, o.class_slug, o.variant): o for o in outcomes}
 
 
 class Collector:

@@ -6,7 +6,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,11 @@ class StaticFinding:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def codes_in(findings: Iterable[StaticFinding], function: str) -> list[str]:
+    """The codes found in one handler, sorted (a variant's "static findings")."""
+    return sorted(f.code for f in findings if f.function == function)
 
 
 def _functions(path: str) -> list[tuple[int, int, str]]:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-from .load import Outcome
-from .static import StaticFinding
+from .load import Outcome, by_cell
+from .static import StaticFinding, codes_in
 
 SERVER_LABEL = {"wsgi": "WSGI", "asgi": "ASGI"}
 
@@ -19,15 +19,12 @@ def short_site(site: str | None) -> str:
     return f"{os.path.basename(path)}:{rest}"
 
 
-def static_codes(findings: Iterable[StaticFinding], function: str) -> list[str]:
-    return sorted(f.code for f in findings if f.function == function)
-
-
 def _codes_text(codes: Counter) -> str:
     return ", ".join(f"{code} x{n}" for code, n in sorted(codes.items())) or "none"
 
 
 def print_findings(findings: Sequence[StaticFinding]) -> None:
+    """Step 1's output: each finding's place, code, handler and explanation."""
     if not findings:
         print("  no findings")
     for f in findings:
@@ -37,7 +34,7 @@ def print_findings(findings: Sequence[StaticFinding]) -> None:
 
 
 def _first_clause(message: str) -> str:
-    """The finding's sentence up to its advice, so each fits a terminal line or two."""
+    """The finding's explanation without its code prefix, cut to fit a terminal line or two."""
     head = message.split(": ", 1)[-1]
     return head if len(head) <= 150 else head[:147] + "..."
 
@@ -57,22 +54,23 @@ def verdict(classes: Sequence[Any], outcomes: Sequence[Outcome], findings: Seque
                     problems.append(f"{on}: {o.failed} of {o.requests} requests failed")
                 if variant.racy:
                     if not o.wrong:
-                        notes.append(f"{on}: no write {stomp_class.damage} this time "
-                                     f"(raise --concurrency or --think-ms)")
+                        notes.append(f"{on}: no write {stomp_class.damage} this time (a race is "
+                                     f"a matter of timing: run again, or raise --think-ms)")
                     continue
                 if o.wrong:
                     problems.append(f"{on}: {o.wrong} writes {stomp_class.damage}")
                 if o.codes:
                     problems.append(f"{on}: reported by the checker ({_codes_text(o.codes)})")
-            if not variant.racy and static_codes(findings, variant.function):
+            if not variant.racy and codes_in(findings, variant.function):
                 problems.append(f"{name}: flagged by the linter "
-                                f"({', '.join(static_codes(findings, variant.function))})")
+                                f"({', '.join(codes_in(findings, variant.function))})")
     return {"ok": not problems, "problems": problems, "notes": notes}
 
 
 def print_table(classes: Sequence[Any], outcomes: Sequence[Outcome], findings: Sequence[StaticFinding],
                 servers: Sequence[str]) -> None:
-    cells = {(o.server, o.class_slug, o.variant): o for o in outcomes}
+    """The racy-vs-fixed table: damage per server, runtime reports, static findings."""
+    cells = by_cell(outcomes)
     head = (f"{'class':<16}{'variant':<19}"
             + "".join(f"{SERVER_LABEL[s] + ' damage':<17}" for s in servers)
             + f"{'runtime reports':<22}{'static findings'}")
@@ -86,14 +84,14 @@ def print_table(classes: Sequence[Any], outcomes: Sequence[Outcome], findings: S
             for server in servers:
                 o = cells.get((server, stomp_class.slug, variant.name))
                 if o is None:
-                    row += f"{'-':<17}"
+                    row += f"{'-':<16} "
                     continue
                 reported += o.codes
                 damage = f"{o.wrong} {stomp_class.damage}" if o.wrong else "0"
                 if o.failed:
                     damage += f" ({o.failed} failed)"
-                row += f"{damage:<17}"
-            row += f"{_codes_text(reported):<22}{', '.join(static_codes(findings, variant.function)) or 'none'}"
+                row += f"{damage:<16} "
+            row += f"{_codes_text(reported):<21} {', '.join(codes_in(findings, variant.function)) or 'none'}"
             print(row)
     print("\ndamage: writes lost (or duplicated) = what the requests should have left in the database minus "
           "what they left.")
@@ -117,6 +115,7 @@ def print_reports(reports: Sequence[dict[str, Any]]) -> None:
 
 
 def print_verdict(verdict_: dict[str, Any], paths: Sequence[str], seconds: float) -> None:
+    """Where the report went, the notes, and OK or the list of what failed."""
     print("\nReport: " + "  ".join(paths))
     for note in verdict_["notes"]:
         print(f"note: {note}")

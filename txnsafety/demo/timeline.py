@@ -26,7 +26,7 @@ from txnsafety.locks import add_metrics_hook, remove_metrics_hook
 class Event:
     t_ns: int
     request_id: str
-    op: str               # read, write, begin, commit, rollback, lock, unlock
+    op: str               # read, write, begin, begin-deferred, commit, rollback, lock, unlock
     model: str            # "" for transaction and lock events
     key: str
     copy: int             # which Python object (id), 0 when not about a row
@@ -90,8 +90,10 @@ class Recorder:
         self._add(op, model_name(type(target)), key, id(target))  # named as the checker names it
 
     def _begin(self, session: Any, transaction: Any, connection: Any) -> None:
-        if connection.get_isolation_level() != "AUTOCOMMIT":
-            self._add("begin")
+        # The execution options, not get_isolation_level(): that one asks the server.
+        if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            return
+        self._add("begin-deferred" if _sqlite_defers_begin(connection) else "begin")
 
     def _plain(self, op: str, session: Any) -> None:
         self._add(op)
@@ -108,6 +110,14 @@ class Recorder:
                 return f"{name}:{frame.f_lineno} in {frame.f_code.co_name}"
             frame = frame.f_back
         return ""
+
+
+def _sqlite_defers_begin(connection: Any) -> bool:
+    """The sqlite3 driver's legacy mode: SQLAlchemy began, but BEGIN waits for the first write."""
+    if connection.dialect.name != "sqlite":
+        return False
+    driver_connection = getattr(connection.connection, "driver_connection", None)
+    return getattr(driver_connection, "isolation_level", None) is not None
 
 
 def race(events: list[Event], request_id: str, model: str, key: str, internal: bool) -> list[dict[str, Any]]:
@@ -131,10 +141,12 @@ def race(events: list[Event], request_id: str, model: str, key: str, internal: b
         for e in row_events:
             if e.copy not in copies:
                 copies.append(e.copy)
+        # The request's own transaction and lock events are drawn once, on the first lane.
         return [_lane(f"copy {i + 1} of the row (same request)", request_id,
-                      [e for e in mine if not about_row(e) or e.copy == copy])
+                      [e for e in mine if e.copy == copy or (i == 0 and not about_row(e))])
                 for i, copy in enumerate(copies)]
-    start, end = row_events[0].t_ns, row_events[-1].t_ns
+    writes = [e for e in row_events if e.op == "write"]
+    start, end = row_events[0].t_ns, (writes or row_events)[-1].t_ns
     lanes = [_lane("reported request", request_id, mine)]  # the one whose write erased
     for e in events:
         if e.request_id != request_id and about_row(e) and e.op == "write" and start <= e.t_ns <= end:

@@ -118,6 +118,15 @@ def register_backend(scheme: str, factory: Callable[[str], Backend]) -> None:
     _factories[scheme] = factory
 
 
+def redacted_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for messages and reports."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
+
+
 def backend_from_url(url: str) -> Backend:
     """Build a backend for ``url`` (``memory://``, ``redis://``, ``memcached://``, ``postgresql://``)."""
     scheme = urlsplit(url).scheme

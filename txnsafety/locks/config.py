@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..context import Priority
-from .backend import Backend, backend_from_url, known_scheme
+from .backend import Backend, backend_from_url, known_scheme, redacted_url
 
 FAIL_CLOSED = "fail_closed"
 FAIL_OPEN = "fail_open"
@@ -66,7 +66,7 @@ def configure(url: str | None = None, **options: Any) -> LockOptions:
     with _lock:
         if url is not None:
             if not known_scheme(url):
-                raise ValueError(f"txnsafety: no lock backend for URL {url!r} "
+                raise ValueError(f"txnsafety: no lock backend for URL {redacted_url(url)!r} "
                                  "(memory://, redis://, rediss://, memcached://, postgresql://)")
             _url = url
         if options:

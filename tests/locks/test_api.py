@@ -396,3 +396,15 @@ def test_fetch_under_lock_releases_when_refetch_fails(key: str) -> None:
     assert held_leases() == ()
     with global_lock("user:6", wait_timeout=0):
         pass
+
+
+def test_urls_in_messages_never_carry_the_password():
+    from txnsafety.locks import configure
+    from txnsafety.locks.backend import redacted_url
+
+    assert redacted_url("redis://:s3cret@127.0.0.1:6379/0") == "redis://:***@127.0.0.1:6379/0"
+    assert redacted_url("postgresql://me:s3cret@db/app") == "postgresql://me:***@db/app"
+    assert redacted_url("memcached://127.0.0.1:11211") == "memcached://127.0.0.1:11211"
+    with pytest.raises(ValueError) as err:
+        configure(url="nosuch://me:s3cret@host")
+    assert "s3cret" not in str(err.value) and "me:***@host" in str(err.value)

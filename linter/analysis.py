@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import io
 import os
 import re
 from typing import Iterator, Optional, Sequence
@@ -95,6 +96,14 @@ class Prefilter:
 # ---------------------------------------------------------------- helpers
 
 _EMPTY_MODULE = cst.Module(body=[])
+
+
+def source_lines(source: str, keepends: bool = False) -> list[str]:
+    """The lines of ``source`` as Python numbers them: only ``\n``, ``\r\n`` and ``\r`` end
+    a line (``str.splitlines`` also splits at a form feed, ``\v``, ``\x1c``..., which the
+    tokenizer takes for whitespace, and every line number after one would be off)."""
+    lines = io.StringIO(source, newline="").readlines()
+    return lines if keepends else [line.rstrip("\r\n") for line in lines]
 
 
 def code_of(node: cst.CSTNode) -> str:
@@ -294,6 +303,18 @@ _INTEGRITY = re.compile(r"IntegrityError|UniqueViolation|ConstraintViolation")
 _NOT_FOUND = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Http404")
 _VERSION_FIELDS = {"VersionField", "IntegerVersionField", "AutoIncVersionField",
                    "TriggerVersionField"}
+#: txnsafety's model policy decorators (txnsafety/policies.py), aliases to the policy's name
+POLICIES = {name: name for name in (
+    "never_written", "abstract", "embedded", "written_once", "written_in_transaction",
+    "written_with_user_lock", "written_in_transaction_or_user_lock", "written_by_single_writer",
+    "dangerously_written_outside_transaction",
+    "dangerously_written_outside_transaction_or_user_lock", "versioned")}
+POLICIES.update(structured_property="embedded", written_via_cron="written_by_single_writer")
+#: policies under which only TXN103 (and TXN105 for a check + insert) is reported
+UNPROTECTED_POLICIES = frozenset({"dangerously_written_outside_transaction",
+                                  "dangerously_written_outside_transaction_or_user_lock"})
+#: policies under which only a lock protects a read-modify-write (a transaction does not)
+LOCK_POLICIES = frozenset({"written_with_user_lock"})
 
 
 class GetInfo:
@@ -326,6 +347,11 @@ class ModuleInfo:
         self.functions: list[tuple[ast.AST, Optional[str]]] = []
         #: class name -> last names of its bases (versioned-ness is inherited)
         self.class_bases: dict[str, list[str]] = {}
+        #: ``import x as y``: y -> x (to recognise ``@y.versioned(...)``)
+        self.import_aliases: dict[str, str] = {}
+        #: model (class) name -> its txnsafety policy, declared here, inherited or imported
+        self.policies: dict[str, str] = {}
+        decorated: list[ast.ClassDef] = []
         runner_text = _RUNNER_RE.search(source) is not None or any(
             n.split(".")[-1] in source for n in vocab_cfg.retrying_transactions | vocab_cfg.transactions)
         nodes = ast.walk(tree) if runner_text else _top_level(tree)
@@ -333,6 +359,8 @@ class ModuleInfo:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     self._import(a.name)
+                    if a.asname:
+                        self.import_aliases[a.asname] = a.name
             elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
                 for a in node.names:
                     self.imports[a.asname or a.name] = (node.module or "", a.name, node.level)
@@ -344,6 +372,8 @@ class ModuleInfo:
             elif isinstance(node, ast.ClassDef):
                 if node.bases:
                     self.class_bases[node.name] = _base_names(node)
+                if node.decorator_list:
+                    decorated.append(node)
                 if self._versioned(node):
                     self.versioned.add(node.name)
             elif isinstance(node, ast.Call):
@@ -358,6 +388,10 @@ class ModuleInfo:
                         if isinstance(arg, ast.Name):
                             self.txn_targets[arg.id] = retrying
                             self.txn_runners[arg.id] = f"{fname}({arg.id})"
+        if decorated:
+            read_policies(decorated, self.imports, self.import_aliases, self.policies,
+                          self.versioned)
+            inherit_policies(self.policies, self.class_bases)
         inherit_versioned(self.versioned, self.class_bases)
         body = getattr(tree, "body", [])
         self._collect(body, None)
@@ -405,6 +439,81 @@ def _base_names(node: ast.ClassDef) -> list[str]:
     return [_ast_dotted(b).rsplit(".", 1)[-1] for b in node.bases]
 
 
+def _from_txnsafety(module: str) -> bool:
+    return module == "txnsafety" or module.startswith("txnsafety.")
+
+
+def class_policy(node: ast.ClassDef, imports: dict, aliases: dict) -> Optional[str]:
+    """The txnsafety policy a class declares (``@txnsafety.written_with_user_lock(fn)``,
+    ``@policies.versioned("v")``, ``@legacy(reason=...)`` imported from txnsafety...), or None.
+
+    Only a call of a name that comes from the ``txnsafety`` package counts: another
+    library's ``@versioned`` is not a policy."""
+    for dec in node.decorator_list:
+        if not isinstance(dec, ast.Call):
+            continue
+        parts = []
+        f = dec.func
+        while isinstance(f, ast.Attribute):
+            parts.append(f.attr)
+            f = f.value
+        if not isinstance(f, ast.Name):
+            continue
+        root = f.id
+        imported = imports.get(root)
+        if not parts:                               # ``@written_once()``: imported by name
+            if imported is None or imported[2] or not _from_txnsafety(imported[0]):
+                continue
+            name = imported[1]
+        else:                                       # ``@txnsafety.written_once()``, ``@ts.``...
+            name = parts[0]
+            if root in aliases:
+                ok = _from_txnsafety(aliases[root])
+            elif imported is not None:
+                ok = not imported[2] and _from_txnsafety(imported[0] + "." + imported[1])
+            else:
+                ok = root == "txnsafety"
+            if not ok:
+                continue
+        policy = POLICIES.get(name)
+        if policy is not None:
+            return policy
+    return None
+
+
+def read_policies(classes, imports: dict, aliases: dict, policies: dict, versioned: set) -> None:
+    """The policies ``classes`` declare, into ``policies``; ``@versioned(...)`` models also
+    into ``versioned`` (a version column by another name)."""
+    for node in classes:
+        policy = class_policy(node, imports, aliases)
+        if policy is not None:
+            policies[node.name] = policy
+            if policy == "versioned":
+                versioned.add(node.name)
+
+
+def inherit_policies(policies: dict, class_bases: dict) -> bool:
+    """Give the classes that declare none the policy of their first base that has one, as
+    ``policy_of()`` does (``abstract`` is not inherited: it hides the bases' policies);
+    True if something was added."""
+    added = False
+    changed = bool(policies) and bool(class_bases)
+    while changed:
+        changed = False
+        for name, bases in class_bases.items():
+            if name in policies:
+                continue
+            for base in bases:
+                policy = policies.get(base)
+                if policy is None:
+                    continue
+                if policy != "abstract":
+                    policies[name] = policy
+                    changed = added = True
+                break
+    return added
+
+
 def inherit_versioned(versioned: set, class_bases: dict) -> bool:
     """Add the classes whose base is versioned (the version column / mapper argument is
     inherited); True if something was added."""
@@ -421,21 +530,35 @@ def inherit_versioned(versioned: set, class_bases: dict) -> bool:
 
 class ModuleFacts:
     """The declarations other modules can import, read from module-level statements only
-    (for the files the analysis itself skips): imports, classes and versioned models."""
+    (for the files the analysis itself skips): imports, classes, versioned models and
+    model policies."""
 
     def __init__(self, tree: ast.AST):
         self.imports: dict[str, tuple[str, str, int]] = {}
         self.class_bases: dict[str, list[str]] = {}
         self.versioned: set[str] = set()
+        self.import_aliases: dict[str, str] = {}
+        self.policies: dict[str, str] = {}
+        decorated = []
         for node in _top_level(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or node.level):
                 for a in node.names:
                     self.imports[a.asname or a.name] = (node.module or "", a.name, node.level)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.import_aliases[a.asname] = a.name
             elif isinstance(node, ast.ClassDef):
                 if node.bases:
                     self.class_bases[node.name] = _base_names(node)
+                if node.decorator_list:
+                    decorated.append(node)
                 if ModuleInfo._versioned(node):
                     self.versioned.add(node.name)
+        if decorated:
+            read_policies(decorated, self.imports, self.import_aliases, self.policies,
+                          self.versioned)
+            inherit_policies(self.policies, self.class_bases)
         inherit_versioned(self.versioned, self.class_bases)
 
 
@@ -511,10 +634,13 @@ class CallSite:
 
 
 class Check:
-    __slots__ = ("line", "kind", "what", "stack", "locked", "used", "framework", "models")
+    __slots__ = ("line", "kind", "what", "stack", "locked", "used", "framework", "models",
+                 "subject")
 
-    def __init__(self, line, kind, what, stack, locked, framework, models=frozenset()):
+    def __init__(self, line, kind, what, stack, locked, framework, models=frozenset(),
+                 subject=None):
         self.models = models
+        self.subject = subject      # the entity whose field a limit check compares
         self.line = line
         self.kind = kind
         self.what = what
@@ -527,13 +653,15 @@ class Check:
 class Returned:
     """What a function returns when it returns an entity it read (a loader helper)."""
 
-    __slots__ = ("info", "scopes", "line", "versioned")
+    __slots__ = ("info", "scopes", "line", "versioned", "policy")
 
-    def __init__(self, info: GetInfo, scopes: tuple, line: int, versioned: bool):
+    def __init__(self, info: GetInfo, scopes: tuple, line: int, versioned: bool,
+                 policy: Optional[str] = None):
         self.info = info
         self.scopes = scopes        # the helper's transactions/locks at the read (end at return)
         self.line = line            # the read, in the helper's file
         self.versioned = versioned  # as the helper's module knows the model
+        self.policy = policy        # likewise, the model's txnsafety policy
 
 
 class FunctionAnalyzer:
@@ -578,7 +706,7 @@ class FunctionAnalyzer:
         return self.positions.col(node)
 
     def report(self, node_or_line, code: str, message: str, col: int = 0,
-               deferrable: bool = False) -> None:
+               deferrable: bool = False, need: str = "any") -> None:
         if not self.mod.cfg.code_enabled(code):
             return
         line = node_or_line if isinstance(node_or_line, int) else self.line(node_or_line)
@@ -586,7 +714,7 @@ class FunctionAnalyzer:
             col = self.col(node_or_line)
         f = Finding(line, col, code, message)
         if deferrable and self.outer is None:
-            self.deferred.append((f, "txn" if code == "TXN108" else "any"))
+            self.deferred.append((f, "txn" if code == "TXN108" else need))
         else:
             self.mod.add(f)
 
@@ -743,20 +871,22 @@ class FunctionAnalyzer:
             info = self.classify_get(value)
             if info is not None:
                 self.returned = Returned(info, tuple(self.stack), self.line(value),
-                                         bool(info.model and info.model in self.mod.info.versioned))
+                                         bool(info.model and info.model in self.mod.info.versioned),
+                                         self.mod.policy_of(info.model))
                 return
             got = self.from_helper(value)
             if got is not None:
                 ret = got[0]
                 self.returned = Returned(ret.info, tuple(self.stack) + ret.scopes, self.line(value),
-                                         ret.versioned)
+                                         ret.versioned, ret.policy)
         elif isinstance(value, cst.Name) and value.value in self.entities:
             ent = self.entities[value.value]
             if ent.source in ("get", "call"):
                 info = GetInfo(ent.model, ent.getter, ent.key, ent.framework,
                                for_update=ent.for_update, locked=ent.locked_read,
                                maybe_none=ent.maybe_none)
-                self.returned = Returned(info, ent.scopes, ent.read_line, ent.versioned)
+                self.returned = Returned(info, ent.scopes, ent.read_line, ent.versioned,
+                                         ent.policy)
 
     def from_helper(self, call: cst.Call) -> Optional[tuple]:
         """(Returned, helper name, its file if another module's) when ``call`` calls a
@@ -785,7 +915,7 @@ class FunctionAnalyzer:
                      locked_read=info.locked and not ended, maybe_none=info.maybe_none,
                      versioned=ret.versioned or bool(info.model and
                                                      info.model in self.mod.info.versioned),
-                     via=via)
+                     via=via, policy=ret.policy or self.mod.policy_of(info.model))
         if ent.for_update:
             self.row_locks.append((line, self.in_txn()))
         self.entities[name] = ent
@@ -920,7 +1050,7 @@ class FunctionAnalyzer:
                      key=info.key, framework=info.framework, for_update=info.for_update,
                      locked_read=info.locked, maybe_none=info.maybe_none,
                      versioned=bool(info.model and info.model in self.mod.info.versioned),
-                     session=getattr(info, "session", None))
+                     session=getattr(info, "session", None), policy=self.mod.policy_of(info.model))
         self.entities[name] = ent
         self.taint.pop(name, None)
         self.params.pop(name, None)
@@ -1095,6 +1225,7 @@ class FunctionAnalyzer:
             ent = self.new_entity(recv_name, GetInfo(old.model, old.getter, old.key, old.framework),
                                   self.line(call))
             ent.source = "get"
+            ent.policy = ent.policy or old.policy
             return
         if term == "refresh" and recv is not None and "session" in dotted(recv).lower() and call.args:
             target = call.args[0].value
@@ -1102,7 +1233,8 @@ class FunctionAnalyzer:
                 old = self.entities[target.value]
                 fu = kwarg(call, "with_for_update") is not None
                 info = GetInfo(old.model, old.getter, old.key, "sqlalchemy", for_update=fu)
-                self.new_entity(target.value, info, self.line(call))
+                ent = self.new_entity(target.value, info, self.line(call))
+                ent.policy = ent.policy or old.policy
                 if fu:
                     self.row_locks.append((self.line(call), self.in_txn()))
                 return
@@ -1118,7 +1250,7 @@ class FunctionAnalyzer:
                            verb="saved")
             else:
                 self.write(ent, call, "whole", None, verb="put")
-            self.act(call, f"`{recv_name}.{term}()`", ent.model, "save")
+            self.act(call, f"`{recv_name}.{term}()`", ent.model, "save", entity=ent)
             return
         if term in ("put", "put_multi", "put_async", "put_multi_async") and recv_name in ("db", "ndb") \
                 and call.args:
@@ -1282,8 +1414,10 @@ class FunctionAnalyzer:
         msg = compose(code, ent, w_line, verb, relevant, detail, self.vocab)
         col = 0 if line is not None else self.col(node)
         self.reported_write_lines.add(w_line)
+        # an unprotected helper is fine when every caller protects it: with a lock, for a
+        # model that only a lock protects
         self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
-                    and ent.source != "param")
+                    and ent.source != "param", need="lock" if ent.policy in LOCK_POLICIES else "any")
 
     def check_internal(self, ent: Entity, w_line: int) -> None:
         """TXN103 in one function: two objects for the same row, both written."""
@@ -1367,7 +1501,7 @@ class FunctionAnalyzer:
             kind, what = found[0], found[1]
             models = found[2] if len(found) > 2 else _models_in(test)
             self.checks.append(Check(line, kind, what, tuple(self.stack), self.protected_now(),
-                                     None, models))
+                                     None, models, found[3] if len(found) > 3 else None))
 
     def entity_check(self, test: cst.BaseExpression) -> Optional[tuple]:
         stack = [test]
@@ -1392,8 +1526,9 @@ class FunctionAnalyzer:
                             if isinstance(side, cst.Attribute) and isinstance(side.value, cst.Name) \
                                     and side.value.value in self.entities and \
                                     self.entities[side.value.value].source != "param":
+                                subject = self.entities[side.value.value]
                                 return ("limit", f"`{code_of(side)}` against a limit",
-                                        _maybe(self.entities[side.value.value].model))
+                                        _maybe(subject.model), subject)
                     left = right
             elif isinstance(n, cst.UnaryOperation) and isinstance(n.operator, cst.Not):
                 e = n.expression
@@ -1409,7 +1544,7 @@ class FunctionAnalyzer:
         return None
 
     def act(self, node: cst.CSTNode, what: str, model: Optional[str] = None,
-            kind: str = "create") -> None:
+            kind: str = "create", entity: Optional[Entity] = None) -> None:
         if not self.checks:
             return
         line = self.line(node)
@@ -1419,6 +1554,12 @@ class FunctionAnalyzer:
                 continue
             if c.kind == "limit":
                 if kind in ("save", "update") and model is not None and model in c.models:
+                    if entity is not None and c.subject is entity and \
+                            entity.policy in UNPROTECTED_POLICIES:
+                        # a limit on the row's own field, then its save: the read-modify-write
+                        # that the model's policy accepts
+                        c.used = True
+                        continue
                     pending.append(c)
             elif model is None or not c.models or model in c.models:
                 pending.append(c)
@@ -1474,7 +1615,8 @@ class FunctionAnalyzer:
                     old = self.entities.get(arg.value) if isinstance(arg, cst.Name) else None
                     info = GetInfo(old.model if old else None, old.getter if old else None,
                                    old.key if old else None, old.framework if old else None)
-                    self.new_entity(as_name, info, self.line(node))
+                    fresh = self.new_entity(as_name, info, self.line(node))
+                    fresh.policy = fresh.policy or (old.policy if old else None)
                 continue
             scope = self.scope_for(expr, self.line(node), as_name=as_name)
             if scope is not None:
@@ -1566,9 +1708,11 @@ class FunctionAnalyzer:
 
 def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[tuple]:
     """Which code (if any) a read-modify-write of ``ent`` written under ``stack`` earns."""
-    if ent.versioned or ent.locked_read:
+    if ent.versioned or ent.locked_read or ent.policy in UNPROTECTED_POLICIES:
         return None
     counter = any(m.kind == "counter" for m in relevant)
+    if ent.policy in LOCK_POLICIES:
+        return judge_lock(ent, stack, counter)
     R = [s for s in ent.scopes]
     W = list(stack)
     r_ids = {id(s) for s in R}
@@ -1601,6 +1745,29 @@ def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[t
         return None
     txn = common[-1]
     return ("TXN106" if counter else "TXN109", txn)
+
+
+def judge_lock(ent: Entity, stack: tuple, counter: bool) -> Optional[tuple]:
+    """``judge`` for a model that only a lock protects (``@written_with_user_lock``), as the
+    runtime checker judges it: transactions and row locks do not count."""
+    R = [s for s in ent.scopes if s.kind == "lock"]
+    W = [s for s in stack if s.kind == "lock"]
+    if not R and not W:
+        txns = [s for s in stack if s.kind == "txn"] or [s for s in ent.scopes if s.kind == "txn"]
+        return ("TXN106" if counter else "TXN102", ("no-lock", txns[-1] if txns else None))
+    if not R:
+        return ("TXN101", W[-1])
+    w_ids = {id(s) for s in W}
+    gone = [s for s in R if id(s) not in w_ids]
+    if gone:
+        return ("TXN104", ("ended", gone[-1]))
+    # the lock is held at the read and at the write; released before an outer commit?
+    W = list(stack)
+    lock = R[0]
+    outer_txn = [s for s in W[:W.index(lock)] if s.kind == "txn"]
+    if outer_txn:
+        return ("TXN104", ("lock-before-commit", lock, outer_txn[-1]))
+    return None
 
 
 def _fields(relevant: list) -> str:
@@ -1648,8 +1815,12 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
             fix = "move the read inside the transaction or lock"
         where = "outside any transaction or lock" if ent.source != "param" else \
             "(read by the caller, outside it)"
+        if ent.policy in LOCK_POLICIES and ent.source != "param":
+            where = "outside any lock"
         return (f"TXN101 half-protected: `{name}` {src} {where}, {verb} at line {w_line} inside "
                 f"`{scope.label}` (line {scope.line}); {fix}")
+    if code in ("TXN102", "TXN106") and isinstance(detail, tuple) and detail[0] == "no-lock":
+        return _compose_no_lock(code, ent, src, w_line, verb, relevant, detail[1], vocab)
     if code in ("TXN102", "TXN106") and detail is None:
         fw = _fw(ent, vocab)
         if code == "TXN106":
@@ -1701,6 +1872,28 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
     return f"{code} {CODES[code].kind}: `{name}` {src}, {verb} at line {w_line}"
 
 
+def _compose_no_lock(code: str, ent: Entity, src: str, w_line: int, verb: str, relevant: list,
+                     txn: Optional[Scope], vocab: Vocab) -> str:
+    """TXN102/TXN106 for a model that only a lock protects, written without one."""
+    model = f"`{ent.model}`" if ent.model else "its model"
+    why = f"without the user write lock ({model} is declared @{ent.policy}"
+    if txn is not None:
+        why += f", so `{txn.label}` (line {txn.line}) does not protect it"
+    why += ")"
+    fix = (f"hold user_write_lock() around the read and the write, or re-read it under the lock "
+           f"with `with fetch_under_lock({ent.name}) as {ent.name}:`")
+    if code == "TXN106":
+        attr = next(m.attr for m in relevant if m.kind == "counter")
+        mline = next(m.line for m in relevant if m.kind == "counter")
+        fw = _fw(ent, vocab, txn)
+        atomic = _counter_fix(fw, attr) if fw in ("django", "sqlalchemy") else \
+            "update it atomically in the database"
+        return (f"TXN106 lost-update counter: `{ent.name}.{attr}` changed in Python at line {mline} "
+                f"from the value {src} and {verb} at line {w_line} {why}; {fix}, or {atomic}")
+    return (f"TXN102 unprotected: `{ent.name}` {src}, changed ({_fields(relevant)}) and {verb} at "
+            f"line {w_line} {why}; {fix}")
+
+
 def _counter_fix(fw: str, attr: str) -> str:
     if fw == "django":
         return f"update it atomically with F('{attr}') (`.update({attr}=F('{attr}') + n)`)"
@@ -1744,6 +1937,11 @@ class ModuleAnalyzer:
     def add(self, f: Finding) -> None:
         self.findings.append(f)
 
+    def policy_of(self, model: Optional[str]) -> Optional[str]:
+        """The txnsafety policy of ``model`` as this module knows it (declared here, inherited
+        or, under ``txnsafety lint``, imported)."""
+        return self.info.policies.get(model) if model else None
+
     def run(self) -> list[Finding]:
         """Analyse this module on its own (flake8 sees one file at a time)."""
         if not self.prepare():
@@ -1766,7 +1964,7 @@ class ModuleAnalyzer:
             self.tree = ast.parse(self.source)
         self.info = ModuleInfo(self.tree, self.cfg, self.source)
         self.vocab = vocab_for(self.info.frameworks, self.cfg)
-        lines = self.source.splitlines(keepends=True)
+        lines = source_lines(self.source, keepends=True)
         self.picked = []
         self.rest = []
         for fnode, cls in self.info.functions:
@@ -1968,7 +2166,8 @@ class ModuleAnalyzer:
                 return False
             sites = callers.get(id(fa), [])
             ok = bool(sites) and all(
-                (any(sc.kind == "txn" for sc in site.stack) if need == "txn" else bool(site.stack))
+                (any(sc.kind == need for sc in site.stack) if need in ("txn", "lock")
+                 else bool(site.stack))
                 or protected(site.caller, need, visiting | {id(fa)})
                 for site in sites)
             memo[key] = ok
@@ -2069,8 +2268,8 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
 
     What crosses modules, always through imports (``from x import name``, ``from pkg import
     module`` + ``module.name``, relative imports): helpers that write or re-read an entity,
-    helpers that return an entity they read, and versioned models (also through re-exports
-    and subclasses)."""
+    helpers that return an entity they read, versioned models and model policies (also
+    through re-exports and subclasses)."""
     cfg = cfg or Config()
     prefilter = prefilter or Prefilter(cfg)
     mods: dict[str, ModuleAnalyzer] = {}
@@ -2139,8 +2338,10 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
                         mods[t[0]] = other
                         other.demand = demand
                         other.info.versioned |= facts[t[0]].versioned
+                        for name, policy in facts[t[0]].policies.items():
+                            other.info.policies.setdefault(name, policy)
                         facts[t[0]] = other.info
-    _share_versioned(facts, resolve, cfg.versioned_models)
+    _share_models(facts, resolve, cfg.versioned_models)
     helpers = {id(m): m.helper_names() for m in mods.values()}
 
     def resolver(m: ModuleAnalyzer):
@@ -2201,34 +2402,52 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
     return out
 
 
-def _share_versioned(facts: dict, resolve, configured: set) -> None:
-    """Versioned models cross modules through imports: ``from .models import Doc``,
-    ``from app import models`` (+ ``models.Doc``), re-exports and subclasses of a versioned
-    base.  A fixpoint over the import graph; nothing to do when no module declares one
-    (configured ``versioned-models`` apply everywhere already)."""
+def _share_models(facts: dict, resolve, configured: set) -> None:
+    """Versioned models and model policies cross modules through imports: ``from .models
+    import Doc``, ``from app import models`` (+ ``models.Doc``), re-exports and subclasses of
+    a versioned (or policy-declaring) base.  A fixpoint over the import graph; nothing to do
+    when no module declares either (configured ``versioned-models`` apply everywhere
+    already)."""
     own = {path: set(f.versioned) - configured for path, f in facts.items()}
-    if not any(own.values()):
+    policies = {path: f.policies for path, f in facts.items()}
+    if not any(own.values()) and not any(policies.values()):
         return
+    # each import resolved once: (alias, module path, name) or (alias, module path, None)
+    links: dict[str, list] = {}
+    for path, f in facts.items():
+        out = links[path] = []
+        for alias in f.imports:
+            t = resolve(path, alias)
+            if t is not None:
+                out.append((alias, t[0], t[1]))
+            t = resolve(path, alias, as_module=True)
+            if t is not None:
+                out.append((alias, t[0], None))
     for _round in range(8):
         changed = False
         for path, f in facts.items():
-            mine = own[path]
-            for alias in f.imports:
-                if alias in mine:
+            mine, mine_p = own[path], policies[path]
+            for alias, other, name in links[path]:
+                if name is not None:
+                    if alias not in mine and name in own[other]:
+                        mine.add(alias)
+                        changed = True
+                    if alias not in mine_p and name in policies[other]:
+                        mine_p[alias] = policies[other][name]
+                        changed = True
                     continue
-                t = resolve(path, alias)
-                if t is not None and t[1] in own[t[0]]:
-                    mine.add(alias)
+                # ``models.Doc``: the analysis knows a model by its last name
+                new = own[other] - mine - set(f.class_bases)
+                if new and alias not in mine:
+                    mine |= new
                     changed = True
-                    continue
-                t = resolve(path, alias, as_module=True)
-                if t is not None and own[t[0]]:
-                    # ``models.Doc``: the analysis knows a model by its last name
-                    new = own[t[0]] - mine - set(f.class_bases)
-                    if new:
-                        mine |= new
+                for model, policy in policies[other].items():
+                    if model not in mine_p and model not in f.class_bases:
+                        mine_p[model] = policy
                         changed = True
             if inherit_versioned(mine, f.class_bases):
+                changed = True
+            if inherit_policies(mine_p, f.class_bases):
                 changed = True
         if not changed:
             break

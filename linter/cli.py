@@ -16,7 +16,7 @@ import tokenize
 import warnings
 from typing import Iterable, Optional, Sequence
 
-from .analysis import Prefilter, analyze_project, analyze_source
+from .analysis import Prefilter, analyze_project, analyze_source, source_lines
 from .config import LINTER_CODES, Config, config_from, find_pyproject
 from .model import Finding
 from .report import FORMATS
@@ -70,7 +70,7 @@ def read_source(path: str, max_bytes: int) -> str:
 def noqa_filter(findings: list[Finding], source: str) -> list[Finding]:
     if "noqa" not in source:
         return findings
-    lines = source.splitlines()
+    lines = source_lines(source)
     out = []
     for f in findings:
         text = lines[f.line - 1] if 0 < f.line <= len(lines) else ""

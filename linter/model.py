@@ -62,6 +62,8 @@ class Entity:
     session: Optional[str] = None
     #: for source "call": the helper that read it, e.g. "`load()` (auth.py line 5)"
     via: Optional[str] = None
+    #: the model's txnsafety policy decorator, e.g. "written_with_user_lock" (None: none known)
+    policy: Optional[str] = None
 
     def relevant(self, kind: str, fields: Optional[set] = None) -> list:
         """The pending mutations that make a write of ``kind`` a read-modify-write."""

@@ -8,7 +8,9 @@ import textwrap
 
 import pytest
 
+from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter
 from txnsafety_lint.cli import main
+from txnsafety_lint.config import Config
 
 BAD = textwrap.dedent("""\
     from django.db import transaction
@@ -162,3 +164,25 @@ def test_python_dash_m_and_console_command(tree):
     if "No module named" in proc.stderr:  # pragma: no cover - cli.py has no __main__ guard
         pytest.skip("txnsafety.cli is not runnable with -m")
     assert proc.returncode == 1 and "TXN101" in proc.stdout
+
+
+def test_form_feed_is_not_a_line_break(tmp_path, capsys):
+    """Python takes a form feed (^L, old GNU style) for whitespace: the lines after one keep
+    their numbers, their functions are analysed and their noqa comments apply."""
+    src = BAD.replace("\n\n\ndef", "\n\x0c\n\ndef")
+    (tmp_path / "ff.py").write_text(src)
+    assert main([str(tmp_path / "ff.py")]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"{tmp_path / 'ff.py'}:9:9: TXN101 "), out
+    (tmp_path / "ff.py").write_text(src.replace("account.save()", "account.save()  # noqa: TXN101"))
+    assert main([str(tmp_path / "ff.py")]) == 0
+    src = "class A:\n\x0c\x0c pass\ndef A(): pass\n"          # found by test_fuzz
+
+    class Open(Prefilter):
+        def module_relevant(self, text):
+            return True
+
+        def function_relevant(self, text):
+            return True
+
+    assert ModuleAnalyzer(src, None, Config(), "ff.py", Open(Config())).run() == []

@@ -3,7 +3,8 @@
 Each scenario function holds its unsafe variant and its safe twins side by side (the
 analysis is flow-insensitive, so a function is reported when one variant is racy).  The
 version-column twins (``Doc``, ``VersionedCounter`` from models.py) and the atomic
-twins must never be the reported entity.
+twins must never be the reported entity.  ``Tally`` is declared
+``@dangerously_written_outside_transaction`` in models.py: only TXN103 may name it.
 """
 from __future__ import annotations
 
@@ -18,13 +19,11 @@ APP = ROOT / "fixtures" / "sqla_app"
 #: (file, function) -> [(code, entity named in the message)]
 EXPECTED = {
     ("asgi_app.py", "unprotected"): [("TXN106", "acct.balance")],
-    ("asgi_app.py", "internal"): [("TXN106", "tally.n")],
     ("asgi_app.py", "scope_changed"): [("TXN106", "acct.balance")],
     ("asgi_app.py", "weak_isolation"): [("TXN106", "acct.balance")],
     ("asgi_app.py", "versioned"): [("TXN106", "acct.balance")],
     ("counters.py", "increment"): [("TXN106", "counter.n")],
     ("scenarios.py", "unprotected"): [("TXN106", "acct.balance")],
-    ("scenarios.py", "internal"): [("TXN106", "tally.n")],
     ("scenarios.py", "scope_changed"): [("TXN106", "acct.balance")],
     ("scenarios.py", "weak_isolation"): [("TXN106", "acct.balance")],
     ("scenarios.py", "versioned"): [("TXN106", "acct.balance")],
@@ -56,3 +55,11 @@ def test_version_column_twins_are_never_named(capsys):
     main([str(APP)])
     out = capsys.readouterr().out
     assert "`doc." not in out and "`vcounter" not in out
+
+
+def test_a_dangerously_written_model_gets_only_txn103(capsys):
+    """``tally.n += 10`` outside any transaction is what the policy declares: no TXN106."""
+    main([str(APP)])
+    for line in capsys.readouterr().out.splitlines():
+        if "`tally" in line or "`again" in line:
+            assert " TXN103 " in line, line

@@ -8,14 +8,14 @@ and websocket scopes pass straight through: they are not requests.
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable, MutableMapping
+from typing import Any, Awaitable, Callable, Iterable, MutableMapping
 
 from asgiref.compatibility import guarantee_single_callable
 
 from .config import settings
 from . import hops
 from .context import RequestScope
-from .scopes import close_request, open_request
+from .scopes import PRIORITY_HEADER, close_request, open_request
 
 log = logging.getLogger("txnsafety")
 
@@ -47,9 +47,24 @@ class TxnSafetyASGIMiddleware:
 
 def _open(scope: Scope) -> tuple[RequestScope, Any] | None:
     try:
-        headers = {bytes(name).decode("latin-1").lower(): bytes(value).decode("latin-1")
-                   for name, value in scope.get("headers") or ()}
+        if settings.priority_rule is not None:  # the application's rule may read any header
+            headers = {bytes(name).decode("latin-1").lower(): bytes(value).decode("latin-1")
+                       for name, value in scope.get("headers") or ()}
+        else:  # the default rule reads one header: do not decode them all
+            headers = {PRIORITY_HEADER: _priority_header(scope.get("headers") or ())}
     except Exception:
         log.exception("txnsafety: could not read this ASGI request's headers; it runs unchecked")
         return None
     return open_request(str(scope.get("method", "?")), scope.get("path") or "/", headers)
+
+
+_PRIORITY_NAME = PRIORITY_HEADER.encode("latin-1")
+
+
+def _priority_header(raw: Iterable[tuple[bytes, bytes]]) -> str:
+    """The value of the priority header (the last one, as a dict of all headers keeps), or ""."""
+    value = ""
+    for name, raw_value in raw:
+        if len(name) == len(_PRIORITY_NAME) and bytes(name).lower() == _PRIORITY_NAME:
+            value = bytes(raw_value).decode("latin-1")
+    return value

@@ -10,6 +10,13 @@ This is the seed's mechanism (Khan's ``_ts_get_nonce`` and
   checks the model's policy, and scans the per-key write history of the request
   for another Python object that wrote the same row after this one was read.
 
+Reads and writes run for every row of every request, so their common case is
+written flat and allocates only plain tuples: a stamp is kept as a tuple shaped
+like :class:`ReadStamp`, a write as ``(tick, fields, site)``.  A write that cannot
+be reported (the usual case: read and written in one transaction that prevents
+lost updates) is remembered without building anything else; only a write that
+may be wrong goes through the full judgement (:class:`_Write`).
+
 The public functions never raise into the host application, except
 :class:`~txnsafety.report.StompingError` in ``raise`` mode.
 """
@@ -17,22 +24,18 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 
+from . import context, policies
 from .codes import Code
 from .config import settings
-from .context import (LeaseLike, RequestScope, Transaction, current_scope, current_transaction,
-                      find_lease, held_leases)
-from .context import _leases as _leases_var
-from .context import _scope as _scope_var
-from .context import _transactions as _transactions_var
-from .policies import _cache as _policy_cache
+from .context import LeaseLike, RequestScope, Transaction, current_scope, find_lease, held_leases
 from .policies import STRICT_DEFAULT, Policy, Protection, policy_of
 from .report import StompingError, Violation, report
-from .sites import Site, sites_wanted, user_site, user_trace, wants_site
+from .sites import Site, site_from, sites_wanted, user_site, user_trace, wants_site
 
 log = logging.getLogger("txnsafety")
 
@@ -42,11 +45,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 CURRENT: Any = object()
 _MISSING: Any = object()
 
+#: Bound once: ``name.get()`` on a name bound by an import compiles to an attribute
+#: look-up that builds a new bound method at every call (CPython's compiler takes such
+#: names for modules), and these two calls run on every read and write.
+_get_state = context._state.get     # (scope, transactions, leases) of this context
+_cached_policy = policies._cache.get  # model -> Policy | None, once policy_of() has seen it
 
-@dataclass(slots=True)
-class ReadStamp:
-    """What was true when an entity was read."""
+_TRANSACTION, _TRANSACTION_OR_LOCK = Protection.TRANSACTION, Protection.TRANSACTION_OR_LOCK
+_NOTHING, _FORBIDDEN = Protection.NOTHING, Protection.FORBIDDEN
 
+
+class ReadStamp(NamedTuple):
+    """What was true when an entity was read.
+
+    The request keeps each read in ``RequestScope.stamps`` as a *plain* tuple of
+    this shape (building a named tuple costs several times as much, on every row);
+    :func:`read_stamp` turns it into a ``ReadStamp`` the first time it is asked for
+    and keeps that, so asking twice gives the same object.  A stamp never changes:
+    :func:`restamp` replaces it.
+    """
+
+    entity: Any
     tick: int
     transaction: Transaction | None
     leases: tuple[LeaseLike, ...]
@@ -54,15 +73,9 @@ class ReadStamp:
     for_update: bool = False
     stale_lock: bool = False
 
-
-@dataclass(slots=True)
-class WriteRecord:
-    """One write of a key in this request, for TXN103."""
-
-    obj_id: int
-    tick: int
-    fields: frozenset[str] | None
-    site: Site | None
+    def __repr__(self) -> str:  # not the entity: its fields may be personal data
+        return (f"ReadStamp(tick={self.tick}, transaction={self.transaction!r}, leases={self.leases!r}, "
+                f"site={self.site!r}, for_update={self.for_update}, stale_lock={self.stale_lock})")
 
 
 def guarded(fn: F) -> F:
@@ -94,13 +107,6 @@ def model_name(model: type) -> str:
         name = label if isinstance(label, str) else f"{model.__module__}.{model.__qualname__}"
         _model_names[model] = name
     return name
-
-
-def _policy(model: type) -> Policy | None:
-    policy = policy_of(model)
-    if policy is None and settings.strict:
-        return STRICT_DEFAULT
-    return policy
 
 
 # -- single writer --------------------------------------------------------------
@@ -141,28 +147,28 @@ def record_read(
     and passes it for every row, instead of one stack walk per row.
 
     This is the hottest path of the checker (every entity of every query), so it
-    is written flat: no decorator, contextvars read directly.
+    is written flat: no decorator, one context-variable read, one plain tuple.
     """
     if not settings.enabled:
         return
-    scope = _scope_var.get()
+    scope, transactions, leases = _get_state()
     if scope is None:
         return
     try:
         cls = model or type(entity)
         if transaction is CURRENT:
-            stack = _transactions_var.get()
-            transaction = stack[-1] if stack else None
+            transaction = transactions[-1] if transactions else None
         if for_update and transaction is None:
             _report_lock_outside_transaction(scope, cls, key)
-        policy = _policy_cache.get(cls, _MISSING)
+        policy = _cached_policy(cls, _MISSING)
         if policy is _MISSING:
             policy = policy_of(cls)
         if policy is None and not settings.strict:
             return
-        if site is CURRENT:
-            site = user_site(1) if wants_site(cls) else None
-        stamp(scope, entity, cls, transaction, for_update, site)
+        if site is CURRENT:  # sites.may_want_sites(), inlined, before the real question
+            site = user_site(1) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
+        # a ReadStamp's fields, as a plain tuple (see ReadStamp)
+        scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
     except StompingError:
         raise
     except Exception:
@@ -170,15 +176,16 @@ def record_read(
 
 
 def stamp(scope: RequestScope, entity: Any, model: type, transaction: Transaction | None,
-          for_update: bool, site: Site | None) -> ReadStamp:
-    """Record the read of ``entity`` in ``scope`` and return its stamp.
+          for_update: bool, site: Site | None) -> tuple[Any, ...]:
+    """Record the read of ``entity`` in ``scope`` and return its stamp (a plain tuple
+    shaped like :class:`ReadStamp`).
 
     The step :func:`record_read` ends with, for an integration's per-row hook that
     has already found the scope, the policy and the site itself (SQLAlchemy's load
     event); it reports nothing, so TXN108 still goes through :func:`record_read`.
     """
-    made = ReadStamp(next(scope._clock), transaction, _leases_var.get(), site, for_update)
-    scope.stamps[id(entity)] = (entity, made)
+    _, _, leases = _get_state()
+    made = scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
     return made
 
 
@@ -191,6 +198,25 @@ def _report_lock_outside_transaction(scope: RequestScope, model: type, key: Any)
         request_id=scope.id))
 
 
+def _stamp_in(scope: RequestScope, entity: Any) -> ReadStamp | None:
+    """The stamp of ``entity`` in ``scope`` as a :class:`ReadStamp` (made once from the plain tuple)."""
+    entry = scope.stamps.get(id(entity))
+    if entry is None or type(entry) is ReadStamp:
+        return entry
+    made = scope.stamps[id(entity)] = ReadStamp._make(entry)
+    return made
+
+
+def restamp(scope: RequestScope, entity: Any, **changes: Any) -> ReadStamp | None:
+    """Change what the stamp of ``entity`` says (``for_update``, ``stale_lock``,
+    ``site``, ``leases``) by replacing it; returns the new stamp (None: not read)."""
+    entry = scope.stamps.get(id(entity))
+    if entry is None:
+        return None
+    made = scope.stamps[id(entity)] = ReadStamp._make(entry)._replace(**changes)
+    return made
+
+
 @guarded
 def record_stale_lock(entity: Any) -> None:
     """The row of ``entity`` was re-read FOR UPDATE but the object kept old values.
@@ -199,16 +225,14 @@ def record_stale_lock(entity: Any) -> None:
     stomps on whatever changed between the first read and the lock: TXN112.
     """
     scope = current_scope()
-    entry = scope.stamps.get(id(entity)) if scope is not None else None
-    if entry is not None:
-        entry[1].stale_lock = True
+    if scope is not None:
+        restamp(scope, entity, stale_lock=True)
 
 
 def read_stamp(entity: Any) -> ReadStamp | None:
     """The stamp of ``entity`` in this request, if it was read (for integrations)."""
     scope = current_scope()
-    entry = scope.stamps.get(id(entity)) if scope is not None else None
-    return entry[1] if entry is not None else None
+    return _stamp_in(scope, entity) if scope is not None else None
 
 
 def forget(entity: Any) -> None:
@@ -220,7 +244,6 @@ def forget(entity: Any) -> None:
 
 # -- writes ---------------------------------------------------------------------------
 
-@guarded
 def record_write(
     entity: Any,
     *,
@@ -240,57 +263,149 @@ def record_write(
     layer makes conditional on a version column (it cannot stomp).
     ``history_model`` names the table for TXN103 when it differs from the class
     whose policy applies (a Django proxy model and its concrete model share rows).
+
+    Written flat, like :func:`record_read`: it runs for every write.  A write that
+    cannot be reported is only remembered (for TXN103); any other one is judged
+    in full by :class:`_Write`.
     """
     if not settings.enabled:
         return
-    scope = current_scope()
+    scope, transactions, _ = _get_state()
     if scope is None:
         return
-    cls = model or type(entity)
-    policy = _policy(cls)
-    if policy is None:
-        return
-    if key is None:
-        key = getattr(entity, "pk", None) or getattr(entity, "id", None)
-    txn = current_transaction() if transaction is CURRENT else transaction
-    entry = scope.stamps.get(id(entity))
-    stamp: ReadStamp | None = entry[1] if entry is not None else None
-    write = _Write(entity, scope, cls, key, policy, stamp, txn, created, history_model or cls)
+    try:
+        cls = model or type(entity)
+        policy = _cached_policy(cls, _MISSING)
+        if policy is _MISSING:
+            policy = policy_of(cls)
+        if policy is None:
+            if not settings.strict:
+                return
+            policy = STRICT_DEFAULT
+        if key is None:
+            key = getattr(entity, "pk", None) or getattr(entity, "id", None)
+        if transaction is CURRENT:
+            transaction = transactions[-1] if transactions else None
+        written = frozenset(fields) if fields is not None else None
+        table = history_model or cls
+        history_key = (_model_names.get(table) or model_name(table), repr(key))
+        history = scope.writes.get(history_key)
+        me = id(entity)
+        if _cannot_stomp(policy, scope.stamps.get(me), transaction, created, versioned, written, history, me):
+            site = user_site(1) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
+        else:  # judged in full; in raise mode a violation ends here, unremembered
+            site = _Write(entity, scope, cls, key, policy, _stamp_in(scope, entity), transaction, created,
+                          history, sys._getframe(1)).judge(written, versioned)
+        if history is None:
+            history = scope.writes[history_key] = {}
+        _remember(history, me, written, next(scope._clock), site)
+    except StompingError:
+        raise
+    except Exception:
+        log.exception("txnsafety: internal error in %s (the request goes on)", "record_write")
 
-    write.check_policy()
-    if stamp is None or created:
-        write.remember(fields)
-        return
-    if not (versioned or policy.versioned_field):
-        write.check_protection()
-        if stamp.stale_lock:
-            write.violation(Code.TXN112, "the row was locked FOR UPDATE after this object was loaded, but the "
-                            "object kept its old values (no refresh / populate_existing); the write stomps "
-                            "on whatever changed in between")
-        if policy.internal:
-            write.check_internal(fields)
-    write.remember(fields)
+
+def _cannot_stomp(policy: Policy, entry: tuple[Any, ...] | None, txn: Transaction | None, created: bool,
+                  versioned: bool, written: frozenset[str] | None, history: dict[int, tuple[Any, ...]] | None,
+                  me: int) -> bool:
+    """True when :meth:`_Write.judge` would report nothing: the common, safe write.
+
+    It asks the same questions in the same terms, only without building the
+    judgement; anything it does not answer for sure (a lock policy, a rare
+    policy) returns False and goes to the full judgement.  ``entry`` is the read
+    stamp (a ReadStamp-shaped tuple), ``history`` the row's writes so far.
+    """
+    protection = policy.protection
+    if protection is _FORBIDDEN or (policy.single_writer is not None
+                                    and _single_writer.get() != policy.single_writer):
+        return False
+    if entry is None or created:
+        return True  # nothing read: no read-side protection to check (and no re-write of a loaded entity)
+    if policy.forbid_rewrite:
+        return False
+    if versioned or policy.versioned_field:
+        return True
+    _, read_tick, read_txn, _, _, for_update, stale_lock = entry
+    if stale_lock:
+        return False
+    if protection is _TRANSACTION or protection is _TRANSACTION_OR_LOCK:
+        if (read_txn is None or txn is None or read_txn.root_id != txn.root_id
+                or not (txn.prevents_lost_update or for_update)):
+            return False  # the transaction does not protect it (a lock might: see _Write)
+    elif protection is not _NOTHING:
+        return False  # a user lock: judged in full
+    return not (policy.internal and history and _erased_write(history, me, read_tick, written) is not None)
+
+
+def _erased_write(history: dict[int, tuple[Any, ...]], me: int, read_tick: int,
+                  mine: frozenset[str] | None) -> tuple[Any, ...] | None:
+    """The write of another object for the same row, made after this object was read,
+    that this write erases (TXN103); None when there is none.
+
+    ``history`` is in write order (see :func:`_remember`), so the scan starts at the
+    latest write and stops at the first one older than the read.
+    """
+    for obj_id, record in reversed(history.items()):
+        tick, fields, _ = record
+        if tick < read_tick:
+            break  # every older write happened before this object was read
+        if obj_id == me:
+            continue
+        if mine is not None and fields is not None and not (mine & fields):
+            continue  # disjoint partial writes do not erase each other
+        return record
+    return None
+
+
+def _remember(history: dict[int, tuple[Any, ...]], me: int, written: frozenset[str] | None, tick: int,
+              site: Site | None) -> None:
+    """Keep the latest write of each object of a row, ``(tick, fields, site)`` (its
+    fields accumulated), in write order, so a later write scans only the writes made
+    after its own read.  ``site`` is what a later TXN103 names as "the other write"."""
+    previous = history.pop(me, None)  # re-inserted last: the dict stays in write order
+    if previous is not None and written is not None:
+        written = None if previous[1] is None else previous[1] | written
+    history[me] = (tick, written, site)
 
 
 class _Write:
-    """One write being judged; builds violations with the sites filled in."""
+    """One write being judged in full; builds violations with the sites filled in."""
 
-    __slots__ = ("entity", "scope", "model", "key", "policy", "stamp", "txn", "created", "site", "history_key")
+    __slots__ = ("entity", "scope", "model", "key", "policy", "stamp", "txn", "created", "site", "history",
+                 "frame")
 
     def __init__(self, entity: Any, scope: RequestScope, model: type, key: Any, policy: Policy,
                  stamp: ReadStamp | None, txn: Transaction | None, created: bool,
-                 history_model: type) -> None:
+                 history: dict[int, tuple[Any, ...]] | None, frame: Any) -> None:
         self.entity, self.scope, self.model, self.key, self.policy = entity, scope, model, key, policy
         self.stamp, self.txn, self.created = stamp, txn, created
         self.site: Site | None = None  # found on demand: see where_written()
-        self.history_key = (model_name(history_model), repr(key))
+        self.history = history  # the row's writes so far (None: none)
+        self.frame = frame  # the caller of record_write: where the sites are looked for
+
+    def judge(self, written: frozenset[str] | None, versioned: bool) -> Site | None:
+        """Every check, in order (each may report; in raise mode the first one raises).
+
+        Returns the site to remember the write by (see :func:`_remember`).
+        """
+        self.check_policy()
+        stamp, policy = self.stamp, self.policy
+        if stamp is not None and not self.created and not (versioned or policy.versioned_field):
+            self.check_protection()
+            if stamp.stale_lock:
+                self.violation(Code.TXN112, "the row was locked FOR UPDATE after this object was loaded, but "
+                               "the object kept its old values (no refresh / populate_existing); the write "
+                               "stomps on whatever changed in between")
+            if policy.internal:
+                self.check_internal(written)
+        return self.where_written() if wants_site(self.model) else self.site
 
     def violation(self, code: Code, message: str, other: Site | None = None, **detail: str) -> None:
         sites_wanted.add(self.model)  # adaptive read sites: from now on, this model's reads are located
         report(Violation(
             code, message, model_name(self.model), None if self.key is None else str(self.key),
             read_site=self.stamp.site if self.stamp else None, write_site=self.where_written(),
-            other_write_site=other, detail=detail, trace=user_trace(3),
+            other_write_site=other, detail=detail, trace=user_trace(frame=self.frame),
             request_id=self.scope.id))
 
     def check_policy(self) -> None:
@@ -370,41 +485,19 @@ class _Write:
                                  "so nothing kept concurrent writers out")
         return None
 
-    def check_internal(self, fields: Iterable[str] | None) -> None:
+    def check_internal(self, mine: frozenset[str] | None) -> None:
         assert self.stamp is not None
-        mine = frozenset(fields) if fields is not None else None
-        history = self.scope.writes.get(self.history_key)
+        history = self.history
         if not history:
             return
-        me = id(self.entity)
-        read_tick = self.stamp.tick
-        for other in reversed(history.values()):  # latest write first (see remember())
-            if other.tick < read_tick:
-                break  # every older write happened before this object was read
-            if other.obj_id == me:
-                continue
-            if mine is not None and other.fields is not None and not (mine & other.fields):
-                continue  # disjoint partial writes do not erase each other
+        other = _erased_write(history, id(self.entity), self.stamp.tick, mine)
+        if other is not None:
             self.violation(Code.TXN103, "two Python objects for the same row were both written in this request; "
                            "this write erases the other one's change (it was read before that write): "
-                           "pass one object around instead of re-reading", other=other.site)
-            return
-
-    def remember(self, fields: Iterable[str] | None) -> None:
-        """Keep the latest write of each object (its fields accumulated), in write
-        order, so a later write scans only the writes made after its own read."""
-        me = id(self.entity)
-        history = self.scope.writes.setdefault(self.history_key, {})
-        previous = history.pop(me, None)  # re-inserted last: the dict stays in write order
-        written = frozenset(fields) if fields is not None else None
-        if previous is not None and written is not None:
-            written = None if previous.fields is None else previous.fields | written
-        # a later TXN103 names this write as "the other write"
-        site = self.where_written() if wants_site(self.model) else self.site
-        history[me] = WriteRecord(me, self.scope.tick(), written, site)
+                           "pass one object around instead of re-reading", other=other[2])
 
     def where_written(self) -> Site | None:
         """The user's write site (one stack walk, done at most once per write)."""
         if self.site is None:
-            self.site = user_site(4)
+            self.site = site_from(self.frame)
         return self.site

@@ -23,9 +23,9 @@ import itertools
 import logging
 import threading
 import uuid
-from dataclasses import dataclass, field
+from contextlib import ContextDecorator, contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
-from contextlib import contextmanager
 
 log = logging.getLogger("txnsafety")
 
@@ -87,6 +87,23 @@ class Transaction:
         return self.id != self.root_id
 
 
+_new_object = object.__new__
+
+
+def _make_transaction(tid: int, root_id: int, isolation: str, prevents_lost_update: bool,
+                      database: str, label: str) -> Transaction:
+    """``Transaction(...)`` for the hot path: one is minted per request.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``;
+    filling the instance's ``__dict__`` at once costs a quarter of that and makes the
+    same object (equality, hash and repr read the same fields).
+    """
+    txn = _new_object(Transaction)
+    txn.__dict__.update(id=tid, root_id=root_id, isolation=isolation,
+                        prevents_lost_update=prevents_lost_update, database=database, label=label)
+    return txn
+
+
 def new_transaction(
     *,
     isolation: str = "serializable",
@@ -98,32 +115,62 @@ def new_transaction(
     """Mint a transaction identity; a child of ``parent`` shares its root."""
     tid = next(_transaction_ids)
     if parent is not None:
-        return Transaction(tid, parent.root_id, parent.isolation, parent.prevents_lost_update,
-                           parent.database, label or parent.label)
-    return Transaction(tid, tid, isolation, prevents_lost_update, database, label)
+        return _make_transaction(tid, parent.root_id, parent.isolation, parent.prevents_lost_update,
+                                 parent.database, label or parent.label)
+    return _make_transaction(tid, tid, isolation, prevents_lost_update, database, label)
 
 
-@dataclass(eq=False)
 class RequestScope:
     """Everything the checker remembers about one request (or job, or test).
 
     Created by the middleware, the pytest plugin or :func:`request_scope`; dropped
     whole when the request ends, so nothing leaks into the next one.
+
+    ``priority`` may be given as a function that decides it: it is then called the
+    first time the priority is asked for (by a lock), because most requests take
+    no lock and deciding costs more than the rest of opening the scope.
     """
 
-    name: str = ""
-    priority: Priority = Priority.INTERACTIVE
-    id: str = field(default_factory=lambda: f"{_PROCESS_TAG}-{next(_request_ids)}")
-    #: id(entity) -> (entity, ReadStamp); the strong reference keeps ids unique.
-    stamps: dict[int, tuple[Any, Any]] = field(default_factory=dict)
-    #: (model, key) -> {id(entity): latest WriteRecord of that object}.
-    writes: dict[tuple[str, str], dict[int, Any]] = field(default_factory=dict)
-    violations: list[Any] = field(default_factory=list)
-    reported: set[tuple[Any, ...]] = field(default_factory=set)
-    single_writer: str | None = None
-    _cleanups: list[Callable[[], None]] = field(default_factory=list)
-    _clock: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Guards the few shared lists and sets below.  One for all scopes: the sections are
+    #: a few instructions long and rare (a lock taken, a violation), a lock per request is not.
+    _lock = threading.Lock()
+
+    def __init__(self, name: str = "", priority: Priority | Callable[[], Priority] = Priority.INTERACTIVE,
+                 id: str | None = None) -> None:
+        self.name = name
+        self._priority: Priority | Callable[[], Priority] = priority
+        self._id: int | str = id if id is not None else next(_request_ids)  # made text when asked for
+        #: id(entity) -> the read's entry (see :mod:`txnsafety.checker`); the entry's
+        #: strong reference to the entity keeps ids unique.
+        self.stamps: dict[int, tuple[Any, ...]] = {}
+        #: (model, key) -> {id(entity): (tick, fields, site) of that object's latest write}.
+        self.writes: dict[tuple[str, str], dict[int, tuple[Any, ...]]] = {}
+        self.violations: list[Any] = []
+        self.reported: set[tuple[Any, ...]] = set()
+        self.single_writer: str | None = None
+        self._cleanups: list[Callable[[], None]] = []
+        self._clock: Iterator[int] = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"RequestScope(name={self.name!r}, id={self.id!r})"
+
+    @property
+    def id(self) -> str:
+        """``"<random per process>-<counter>"``: unique across processes (in reports and lock owners)."""
+        number = self._id
+        return number if isinstance(number, str) else f"{_PROCESS_TAG}-{number}"
+
+    @property
+    def priority(self) -> Priority:
+        """Interactive or batch: whose lock requests come first (see the lock service)."""
+        priority = self._priority
+        if not isinstance(priority, Priority):
+            priority = self._priority = priority()
+        return priority
+
+    @priority.setter
+    def priority(self, value: Priority) -> None:
+        self._priority = value
 
     def tick(self) -> int:
         """A per-request logical clock: orders reads and writes across hops."""
@@ -143,38 +190,54 @@ class RequestScope:
 
     def close(self) -> None:
         """Run cleanups (last first) and drop all state.  Never raises."""
-        with self._lock:
-            cleanups, self._cleanups = self._cleanups, []
-        for fn in reversed(cleanups):
-            try:
-                fn()
-            except Exception:  # a cleanup must not break the request
-                log.exception("txnsafety: cleanup failed at end of request %s", self.id)
+        if self._cleanups:  # most requests register none: skip the lock
+            with self._lock:
+                cleanups, self._cleanups = self._cleanups, []
+            for fn in reversed(cleanups):
+                try:
+                    fn()
+                except Exception:  # a cleanup must not break the request
+                    log.exception("txnsafety: cleanup failed at end of request %s", self.id)
         self.stamps.clear()
         self.writes.clear()
         self.reported.clear()
 
 
-_scope: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar(
-    "txnsafety_scope", default=None)
-_transactions: contextvars.ContextVar[tuple[Transaction, ...]] = contextvars.ContextVar(
-    "txnsafety_transactions", default=())
-_leases: contextvars.ContextVar[tuple[LeaseLike, ...]] = contextvars.ContextVar(
-    "txnsafety_leases", default=())
+#: What one context sees: ``(request scope, transaction stack, leases held)``.  One
+#: immutable value in one context variable, because every checked read needs all three:
+#: one look-up instead of three on the hottest path.  A plain tuple, always unpacked
+#: by name where it is read, because a named one costs several times as much to build.
+_State = tuple  # (RequestScope | None, tuple[Transaction, ...], tuple[LeaseLike, ...])
+_EMPTY: _State = (None, (), ())
+_state: contextvars.ContextVar[_State] = contextvars.ContextVar("txnsafety_state", default=_EMPTY)
+
+
+class _ScopeView:
+    """``_scope.get()``: the request scope of this context, read from ``_state``.
+
+    What :mod:`txnsafety.hops` and other code that only asks "is a request being
+    checked?" read.  Not a context variable of its own: keeping a second one in
+    step would cost two more context changes per request.
+    """
+
+    __slots__ = ()
+
+    def get(self) -> RequestScope | None:
+        scope, _, _ = _state.get()
+        return scope
+
+
+_scope = _ScopeView()
 
 
 def current_scope() -> RequestScope | None:
     """The request scope in force, or None outside any request."""
-    return _scope.get()
+    scope, _, _ = _state.get()
+    return scope
 
 
-@dataclass(frozen=True)
-class ScopeToken:
-    """What :func:`open_scope` replaced, so :func:`close_scope` can put it back."""
-
-    scope: contextvars.Token
-    transactions: tuple[Transaction, ...]
-    leases: tuple["LeaseLike", ...]
+#: What :func:`open_scope` replaced (its ``old_value``), so :func:`close_scope` can put it back.
+ScopeToken = contextvars.Token
 
 
 def open_scope(scope: RequestScope) -> ScopeToken:
@@ -184,10 +247,7 @@ def open_scope(scope: RequestScope) -> ScopeToken:
     must not carry the previous request's state into this one.  What they held
     before is restored on close (a test that holds a lock and calls a test client).
     """
-    token = ScopeToken(_scope.set(scope), _transactions.get(), _leases.get())
-    _transactions.set(())
-    _leases.set(())
-    return token
+    return _state.set((scope, (), ()))
 
 
 def close_scope(scope: RequestScope, token: ScopeToken | None = None) -> None:
@@ -195,16 +255,14 @@ def close_scope(scope: RequestScope, token: ScopeToken | None = None) -> None:
     scope.close()
     if token is not None:
         try:
-            _scope.reset(token.scope)
+            _state.reset(token)
         except ValueError:  # closed from another context (e.g. a server thread)
-            if _scope.get() is scope:
-                _scope.set(None)
-        _transactions.set(token.transactions)
-        _leases.set(token.leases)
-    elif _scope.get() is scope:
-        _scope.set(None)
-        _transactions.set(())
-        _leases.set(())
+            current, _, _ = _state.get()
+            previous = _EMPTY if token.old_value is contextvars.Token.MISSING else token.old_value
+            _, transactions, leases = previous
+            _state.set((None if current is scope else current, transactions, leases))
+    elif current_scope() is scope:
+        _state.set(_EMPTY)
 
 
 @contextmanager
@@ -222,56 +280,76 @@ def request_scope(name: str = "", priority: Priority = Priority.INTERACTIVE) -> 
 
 def current_transaction() -> Transaction | None:
     """The innermost transaction (or savepoint) of this context, if any."""
-    stack = _transactions.get()
+    _, stack, _ = _state.get()
     return stack[-1] if stack else None
 
 
 def push_transaction(txn: Transaction) -> None:
-    _transactions.set(_transactions.get() + (txn,))
+    scope, stack, leases = _state.get()
+    _state.set((scope, stack + (txn,), leases))
 
 
 def pop_transaction(txn: Transaction) -> None:
     """Remove ``txn`` (and anything opened inside it that was not closed)."""
-    stack = _transactions.get()
+    scope, stack, leases = _state.get()
     for i in range(len(stack) - 1, -1, -1):
         if stack[i] is txn:
-            _transactions.set(stack[:i])
+            _state.set((scope, stack[:i], leases))
             return
 
 
-@contextmanager
+class _TransactionBlock(ContextDecorator):
+    """What :func:`transaction` returns: a class, not a generator, because it runs
+    around every transaction of a generic data layer, checker on or off."""
+
+    def __init__(self, isolation: str, prevents_lost_update: bool, database: str, label: str) -> None:
+        self._options = (isolation, prevents_lost_update, database, label)
+        self._txn: Transaction | None = None
+
+    def _recreate_cm(self) -> _TransactionBlock:  # used as a decorator: one block per call
+        return _TransactionBlock(*self._options)
+
+    def __enter__(self) -> Transaction:
+        isolation, prevents_lost_update, database, label = self._options
+        outer = current_transaction()
+        txn = self._txn = new_transaction(
+            isolation=isolation, prevents_lost_update=prevents_lost_update, database=database, label=label,
+            parent=outer if outer is not None and outer.database == database else None)
+        push_transaction(txn)
+        return txn
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._txn is not None:
+            pop_transaction(self._txn)
+
+
 def transaction(
     *,
     isolation: str = "serializable",
     prevents_lost_update: bool = True,
     database: str = "default",
     label: str = "",
-) -> Iterator[Transaction]:
+) -> _TransactionBlock:
     """Tell the checker a transaction is open (generic data layers).
 
+    ``with txnsafety.transaction(...) as txn:`` yields the :class:`Transaction`.
     Nested use makes a savepoint that shares the outer root.
     """
-    outer = current_transaction()
-    txn = new_transaction(isolation=isolation, prevents_lost_update=prevents_lost_update,
-                          database=database, label=label,
-                          parent=outer if outer is not None and outer.database == database else None)
-    push_transaction(txn)
-    try:
-        yield txn
-    finally:
-        pop_transaction(txn)
+    return _TransactionBlock(isolation, prevents_lost_update, database, label)
 
 
 # -- leases -----------------------------------------------------------------
 
 def held_leases() -> tuple[LeaseLike, ...]:
     """The lock leases this context holds, outermost first."""
-    return _leases.get()
+    _, _, leases = _state.get()
+    return leases
 
 
 def find_lease(key: str) -> LeaseLike | None:
     """The innermost lease held for ``key`` (live or not), or None."""
-    for lease in reversed(_leases.get()):
+    _, _, leases = _state.get()
+    for lease in reversed(leases):
         if lease.key == key:
             return lease
     return None
@@ -279,13 +357,14 @@ def find_lease(key: str) -> LeaseLike | None:
 
 def enter_lease(lease: LeaseLike) -> None:
     """Record that this context now holds ``lease`` (called by the lock service)."""
-    _leases.set(_leases.get() + (lease,))
+    scope, transactions, leases = _state.get()
+    _state.set((scope, transactions, leases + (lease,)))
 
 
 def exit_lease(lease: LeaseLike) -> None:
     """Forget ``lease``; identity, not equality, decides which entry goes."""
-    stack = _leases.get()
+    scope, transactions, stack = _state.get()
     for i in range(len(stack) - 1, -1, -1):
         if stack[i] is lease:
-            _leases.set(stack[:i] + stack[i + 1:])
+            _state.set((scope, transactions, stack[:i] + stack[i + 1:]))
             return

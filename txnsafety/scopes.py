@@ -6,6 +6,7 @@ failure to open one is handled (logged; the request runs unchecked) lives here.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from contextvars import Token
 from typing import Mapping
@@ -15,19 +16,30 @@ from .context import RequestScope, close_scope, open_scope
 
 log = logging.getLogger("txnsafety")
 
+#: The one header the default priority rule reads (lower case, as ``headers`` has them).
+PRIORITY_HEADER = "x-txnsafety-priority"
+
 
 def open_request(method: str, path: str, headers: Mapping[str, str]) -> tuple[RequestScope, Token] | None:
     """Open and make current the scope of one HTTP request.
 
-    ``headers`` has lower-case names.  Returns None (after logging why) when the
-    checker is off or the request cannot be read: the request must still run.
+    ``headers`` has lower-case names; under the default priority rule (no
+    ``priority_rule`` configured) only :data:`PRIORITY_HEADER` is needed.  Returns
+    None (after logging why) when the checker is off or the request cannot be read:
+    the request must still run.
     """
     if not settings.enabled:
         return None
     try:
         if not isinstance(path, str):
             raise TypeError(f"request path must be str, got {type(path).__name__}")
-        scope = RequestScope(name=f"{method} {path}", priority=settings.priority_for(path, headers))
+        if settings.priority_rule is None:
+            # The default rule (a batch path or header) is decided when a lock first asks:
+            # most requests take no lock, and deciding costs more than opening the scope.
+            priority = functools.partial(settings.priority_for, path, headers)
+        else:  # the application's own rule runs now, as it always has (its errors included)
+            priority = settings.priority_for(path, headers)
+        scope = RequestScope(name=f"{method} {path}", priority=priority)
         return scope, open_scope(scope)
     except Exception:
         log.exception("txnsafety: could not open a scope for this request; it runs unchecked")

@@ -95,6 +95,11 @@ def user_site(skip: int = 1) -> Site | None:
         frame: Any = sys._getframe(skip + 1)
     except ValueError:
         return None
+    return site_from(frame)
+
+
+def site_from(frame: Any) -> Site | None:
+    """:func:`user_site`, starting at ``frame`` (a caller's frame kept for later)."""
     verdicts = _verdicts
     for segment in _segments(frame):
         frame = segment
@@ -114,9 +119,18 @@ sites_wanted: set[type] = set()
 
 
 def wants_site(model: type) -> bool:
-    """Whether reads and writes of ``model`` are located now (the ``read_sites`` setting)."""
+    """Whether reads and writes of ``model`` are located now (the ``read_sites`` setting).
+
+    Hot paths call it only when :func:`may_want_sites` says it can be true.
+    """
     mode = settings.read_sites
     return mode == "always" or (mode == "adaptive" and model in sites_wanted)
+
+
+def may_want_sites() -> bool:
+    """False when :func:`wants_site` is False for every model: the cheap test a read or
+    write makes first (in production, until a model has had a violation)."""
+    return bool(sites_wanted) or settings.read_sites == "always"
 
 
 def read_site(model: type, skip: int = 1) -> Site | None:
@@ -159,8 +173,8 @@ def _stack(frame: Any) -> list[traceback.FrameSummary]:
     return stack
 
 
-def user_trace(skip: int = 1, limit: int = 12) -> str:
-    """The user frames of the current stack, formatted (for a violation report)."""
-    frames = [f for f in _stack(sys._getframe(skip + 1))
+def user_trace(skip: int = 1, limit: int = 12, frame: Any = None) -> str:
+    """The user frames of the current stack (from ``frame`` if given), formatted (for a violation report)."""
+    frames = [f for f in _stack(frame if frame is not None else sys._getframe(skip + 1))
               if not _verdicts.get(f.filename, False) and not is_library_file(f.filename)]
     return "".join(traceback.format_list(frames[-limit:]))

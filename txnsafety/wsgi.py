@@ -14,7 +14,7 @@ from webob import Request
 
 from .config import settings
 from .context import RequestScope
-from .scopes import close_request, open_request
+from .scopes import PRIORITY_HEADER, close_request, open_request
 
 log = logging.getLogger("txnsafety")
 
@@ -47,13 +47,31 @@ def _open(environ: dict) -> tuple[RequestScope, Any] | None:
     if not settings.enabled:
         return None
     try:
-        request = Request(environ)
-        path, method = request.path_info or "/", request.method
-        headers = {k.lower(): v for k, v in request.headers.items()}
+        if settings.priority_rule is not None:  # the application's rule may read any header
+            request = Request(environ)
+            path, method = request.path_info or "/", request.method
+            headers = {k.lower(): v for k, v in request.headers.items()}
+        else:  # the default rule reads one header
+            method, path = _method_and_path(environ)
+            headers = {PRIORITY_HEADER: environ.get("HTTP_X_TXNSAFETY_PRIORITY", "")}
     except Exception:
         log.exception("txnsafety: could not read this WSGI request; it runs unchecked")
         return None
     return open_request(method, path, headers)
+
+
+def _method_and_path(environ: dict) -> tuple[str, str]:
+    """``request.method`` and ``request.path_info or "/"`` of webob's ``Request(environ)``.
+
+    Building the Request and decoding ``PATH_INFO`` through it costs more than the rest
+    of opening the scope, on every request.  ``PATH_INFO`` is the path's bytes as latin-1
+    text (PEP 3333), which webob decodes with the request's URL encoding; an ASCII path
+    (most of them) reads the same in any of them.  Any other path is left to webob.
+    """
+    path = environ["PATH_INFO"]
+    if not (isinstance(path, str) and path.isascii()):
+        path = Request(environ).path_info
+    return environ.get("REQUEST_METHOD", "GET"), path or "/"
 
 
 class _ClosingBody:

@@ -52,7 +52,7 @@ from django.db.models import Model
 from django.db.models.query import ModelIterable, QuerySet
 from django.db.models.signals import pre_save
 
-from ..checker import guarded, model_name, read_stamp, record_read, record_write
+from ..checker import guarded, model_name, read_stamp, record_read, record_write, restamp
 from ..codes import Code
 from ..config import settings
 from ..context import _scope as _scope_var  # the request scope's ContextVar (hot path)
@@ -173,10 +173,8 @@ def _for_update_rows(iterable: ModelIterable, rows: Iterator[Any]) -> Iterator[A
     holder = _refreshing.get()
     for obj in rows:
         if txn is not None and scope is not None:
-            entry = scope.stamps.get(id(obj))
-            if entry is not None:
-                entry[1].for_update = True
-            elif holder is not None and any(t is obj for t in holder.temps):
+            if restamp(scope, obj, for_update=True) is None and holder is not None and any(
+                    t is obj for t in holder.temps):
                 holder.for_update = True
         yield obj
 

@@ -65,7 +65,7 @@ __all__ = ["instrument", "is_instrumented", "transaction_of"]
 INFO_KEY = "txnsafety"
 _MARK = "_txnsafety_instrumented"
 _CONN_KEY = "_txnsafety_session_state"
-_READ_KEY = "txnsafety.read"   # InstanceState.info: the last ReadStamp, across requests
+_READ_KEY = "txnsafety.read"   # InstanceState.info: (leases, site) of the last read, across requests
 
 
 class SessionState:
@@ -231,9 +231,10 @@ def _earlier_read(obj: Any, cls: type, state: Any) -> None:
     if earlier is None:
         return  # never loaded under a checker scope: created here, or unknown provenance
     checker.record_read(obj, model=cls, key=_key(state), transaction=None)
-    stamp = checker.read_stamp(obj)
-    if stamp is not None:  # point the report at the original read, with the locks held then
-        stamp.site, stamp.leases = earlier.site, earlier.leases
+    scope = current_scope()
+    if scope is not None:  # point the report at the original read, with the locks held then
+        leases, site = earlier
+        checker.restamp(scope, obj, site=site, leases=leases)
 
 
 def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
@@ -253,9 +254,11 @@ def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
             same_root = txn is not None and read_txn is not None and read_txn.root_id == txn.root_id
             if same_root and txn.prevents_lost_update:
                 return  # the object's snapshot is still the transaction's: not stale
-            if same_root:
-                stamp.for_update = True    # the row is locked by now ...
-            checker.record_stale_lock(obj)  # ... but the object kept the values read before
+            scope = current_scope()
+            if scope is not None:
+                # the object kept the values read before (and, in its own transaction,
+                # the row is locked by now)
+                checker.restamp(scope, obj, stale_lock=True, for_update=same_root)
             return
 
 
@@ -312,7 +315,8 @@ def _stamp_load(scope: Any, state: Any, context: Any) -> None:
         made = checker.stamp(scope, obj, cls, txn, for_update, read_site(cls, 2))
     # Remember the read on the object itself: if it outlives this request (a cache,
     # a module global) and is written in a later one, that write is half-protected.
-    state.info[_READ_KEY] = made
+    # Not the stamp: it holds the object, and the cycle would keep it in the identity map.
+    state.info[_READ_KEY] = (made[3], made[4])  # the leases and the site (ReadStamp order)
 
 
 _MISSING: Any = object()

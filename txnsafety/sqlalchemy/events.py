@@ -49,17 +49,19 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 from sqlalchemy.orm.attributes import PASSIVE_NO_INITIALIZE, get_history
 from sqlalchemy.sql.elements import ClauseElement
 
-from .. import checker
+from .. import checker, context, policies
 from ..config import settings
 from ..context import Transaction, current_scope, new_transaction
-from ..context import _scope as _scope_var
-from ..policies import _cache as _policy_cache
 from ..policies import policy_of
 from ..report import StompingError
-from ..sites import read_site
+from ..sites import sites_wanted, user_site, wants_site
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
+
+#: Bound once (see txnsafety.checker): the per-row and per-write look-ups.
+_get_state = context._state.get     # (scope, transactions, leases) of this context
+_cached_policy = policies._cache.get  # model -> Policy | None, once policy_of() has seen it
 
 #: Key of our per-Session state in ``Session.info``.
 INFO_KEY = "txnsafety"
@@ -267,56 +269,55 @@ def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
 def _on_load(state: Any, context: Any) -> None:
     """``InstanceEvents.load`` (raw: ``state`` is the InstanceState).
 
-    Runs for every row of every ORM query: it finds scope, policy and transaction
-    once and stamps the row with :func:`txnsafety.checker.stamp` (one call per row,
-    not three).  The rare case (a FOR UPDATE read outside any transaction: TXN108)
-    goes through ``record_read``, which reports it.  Never raises into the query
-    (but a violation in raise mode).
+    Runs for every row of every ORM query, so it does what ``record_read`` does
+    with what the event already knows (session, transaction, statement), written
+    flat: one context read, one policy look-up, one plain tuple per row.  The rare
+    case (a FOR UPDATE read outside any transaction: TXN108) goes through
+    ``record_read``, which reports it.  Never raises into the query (but a
+    violation in raise mode).
     """
-    scope = _scope_var.get()
+    scope, _, leases = _get_state()
     if scope is None or not settings.enabled or context is None:
         return  # outside a request; or Session.merge(), which loads with no query context
     try:
-        _stamp_load(scope, state, context)
+        session = context.session
+        session_state = session.info.get(INFO_KEY) if session is not None else None
+        if session_state is None:
+            return
+        cls = state.class_
+        policy = _cached_policy(cls, _MISSING)
+        if policy is _MISSING:
+            policy = policy_of(cls)
+        txn = session_state.txn
+        for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
+        if policy is None and not settings.strict and (txn is not None or not for_update):
+            return  # not checked, and not a FOR UPDATE read outside any transaction (TXN108)
+        _stamp_load(scope, leases, state, cls, session_state, txn, for_update)
     except StompingError:
         raise
     except Exception:
         checker.log.exception("txnsafety: internal error while stamping a SQLAlchemy read (the request goes on)")
 
 
-def _stamp_load(scope: Any, state: Any, context: Any) -> None:
-    session = context.session
-    if session is None:
-        return
-    session_state = session.info.get(INFO_KEY)
-    if session_state is None:
-        return
-    cls = state.class_
-    txn = session_state.txn
-    policy = _policy_cache.get(cls, _MISSING)
-    if policy is _MISSING:
-        policy = policy_of(cls)
-    query = context.query
-    if policy is None and not settings.strict and (
-            txn is not None or getattr(query, "_for_update_arg", None) is None):
-        return  # not checked, and not a FOR UPDATE read outside any transaction (TXN108)
-    for_update = getattr(query, "_for_update_arg", None) is not None  # private; pinned by test
+def _stamp_load(scope: Any, leases: tuple[Any, ...], state: Any, cls: type, session_state: SessionState,
+                txn: Transaction | None, for_update: bool) -> None:
+    """Stamp the row of ``state`` as :func:`txnsafety.checker.stamp` does."""
     if for_update and txn is not None and session_state.ignores_for_update:
         for_update = False  # SQLite renders no FOR UPDATE: the read locked nothing
-    ident = state.key[1]
     obj = state.obj()
-    key = ident[0] if len(ident) == 1 else ident
     if for_update and txn is None:  # TXN108: let record_read report it
-        checker.record_read(obj, model=cls, key=key, transaction=None, for_update=True)
+        checker.record_read(obj, model=cls, key=_key(state), transaction=None, for_update=True)
         made = checker.read_stamp(obj)
         if made is None:
             return
+        leases, site = made.leases, made.site
     else:
-        made = checker.stamp(scope, obj, cls, txn, for_update, read_site(cls, 2))
+        site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
+        scope.stamps[id(obj)] = (obj, next(scope._clock), txn, leases, site, for_update, False)  # a ReadStamp
     # Remember the read on the object itself: if it outlives this request (a cache,
     # a module global) and is written in a later one, that write is half-protected.
     # Not the stamp: it holds the object, and the cycle would keep it in the identity map.
-    state.info[_READ_KEY] = (made[3], made[4])  # the leases and the site (ReadStamp order)
+    state.info[_READ_KEY] = (leases, site)
 
 
 _MISSING: Any = object()
@@ -330,10 +331,22 @@ def _on_refresh(state: Any, context: Any, attrs: Any) -> None:
     _on_load(state, context)
 
 
-@checker.guarded
 def _before_update(mapper: Any, connection: Any, state: Any) -> None:
-    """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE."""
-    scope = _scope_var.get()
+    """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE.
+
+    Guarded like :func:`txnsafety.checker.guarded`, written out: it runs for every
+    flushed object, and the decorator's wrapper is one more call each time.
+    """
+    try:
+        _judge_update(state)
+    except StompingError:
+        raise
+    except Exception:
+        checker.log.exception("txnsafety: internal error in %s (the request goes on)", "_before_update")
+
+
+def _judge_update(state: Any) -> None:
+    scope, _, _ = _get_state()
     session_state = _checked_write(scope, state)
     if session_state is None:
         return
@@ -366,7 +379,8 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
 
 @checker.guarded
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
-    session_state = _checked_write(_scope_var.get(), state)
+    scope, _, _ = _get_state()
+    session_state = _checked_write(scope, state)
     if session_state is not None:
         checker.record_write(state.obj(), model=state.class_, key=_key(state), created=True,
                              transaction=session_state.txn)
@@ -379,7 +393,7 @@ def _checked_write(scope: Any, state: Any) -> SessionState | None:
     if scope is None or not settings.enabled:
         return None
     cls = state.class_
-    policy = _policy_cache.get(cls, _MISSING)
+    policy = _cached_policy(cls, _MISSING)
     if policy is _MISSING:
         policy = policy_of(cls)
     if policy is None and not settings.strict:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
+from types import SimpleNamespace
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
@@ -95,7 +97,29 @@ class Backend:
 
     # -- async (default: a worker thread) ------------------------------------------
     async def aacquire(self, req: AcquireRequest) -> Grant:
-        return await asyncio.to_thread(self.acquire, req)
+        attempt = asyncio.ensure_future(asyncio.to_thread(self.acquire, req))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            # The worker thread cannot be stopped: should it still win the lock,
+            # give the lock back at once instead of holding it to the lease's end.
+            attempt.add_done_callback(lambda done: self._give_back(req, done))
+            raise
+
+    def _give_back(self, req: AcquireRequest, attempt: "asyncio.Future[Grant]") -> None:
+        if attempt.cancelled() or attempt.exception() is not None:
+            return
+        grant = attempt.result()
+        orphan = SimpleNamespace(key=req.key, backend_key=req.backend_key, token=req.token,
+                                 handle=grant.handle, fence=grant.fence)
+        # A blocking release must not run on the event loop: a thread of its own.
+        threading.Thread(target=self._release_quietly, args=(orphan,), daemon=True).start()
+
+    def _release_quietly(self, orphan: Any) -> None:
+        try:
+            self.release(orphan)
+        except Exception:  # the lease still ends by itself at its deadline
+            pass
 
     async def arelease(self, lease: "Lease") -> bool:
         return await asyncio.to_thread(self.release, lease)

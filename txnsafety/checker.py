@@ -175,16 +175,16 @@ def record_read(
         log.exception("txnsafety: internal error in record_read (the request goes on)")
 
 
-def stamp(scope: RequestScope, entity: Any, model: type, transaction: Transaction | None,
+def stamp(scope: RequestScope, entity: Any, transaction: Transaction | None, leases: tuple[LeaseLike, ...],
           for_update: bool, site: Site | None) -> tuple[Any, ...]:
     """Record the read of ``entity`` in ``scope`` and return its stamp (a plain tuple
     shaped like :class:`ReadStamp`).
 
     The step :func:`record_read` ends with, for an integration's per-row hook that
-    has already found the scope, the policy and the site itself (SQLAlchemy's load
-    event); it reports nothing, so TXN108 still goes through :func:`record_read`.
+    has already found the scope, the leases, the policy and the site itself (the
+    SQLAlchemy load event, Django's ``from_db``); it reports nothing, so TXN108
+    still goes through :func:`record_read`.
     """
-    _, _, leases = _get_state()
     made = scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
     return made
 
@@ -207,14 +207,21 @@ def _stamp_in(scope: RequestScope, entity: Any) -> ReadStamp | None:
     return made
 
 
-def restamp(scope: RequestScope, entity: Any, **changes: Any) -> ReadStamp | None:
+_FIELDS = {name: index for index, name in enumerate(ReadStamp._fields)}
+
+
+def restamp(scope: RequestScope, entity: Any, **changes: Any) -> bool:
     """Change what the stamp of ``entity`` says (``for_update``, ``stale_lock``,
-    ``site``, ``leases``) by replacing it; returns the new stamp (None: not read)."""
-    entry = scope.stamps.get(id(entity))
+    ``site``, ``leases``) by replacing it; False when ``entity`` was not read."""
+    me = id(entity)
+    entry = scope.stamps.get(me)
     if entry is None:
-        return None
-    made = scope.stamps[id(entity)] = ReadStamp._make(entry)._replace(**changes)
-    return made
+        return False
+    values = list(entry)
+    for name, value in changes.items():
+        values[_FIELDS[name]] = value
+    scope.stamps[me] = tuple(values)
+    return True
 
 
 @guarded

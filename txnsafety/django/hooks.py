@@ -52,18 +52,22 @@ from django.db.models import Model
 from django.db.models.query import ModelIterable, QuerySet
 from django.db.models.signals import pre_save
 
-from ..checker import guarded, model_name, read_stamp, record_read, record_write, restamp
+from .. import context, policies
+from ..checker import guarded, model_name, read_stamp, record_read, record_write, restamp, stamp
 from ..codes import Code
 from ..config import settings
-from ..context import _scope as _scope_var  # the request scope's ContextVar (hot path)
 from ..context import current_scope
 from ..policies import Policy, policy_of
 from ..report import StompingError, Violation, report
-from ..sites import read_site, user_site, user_trace
+from ..sites import sites_wanted, user_site, user_trace, wants_site
 from . import transactions as txns
 from .transactions import transaction_for
 
 log = logging.getLogger("txnsafety")
+
+#: Bound once (see txnsafety.checker): the per-row and per-write look-ups.
+_get_state = context._state.get     # (scope, transactions, leases) of this context
+_cached_policy = policies._cache.get  # model -> Policy | None, once policy_of() has seen it
 
 _installed = False
 _install_lock = threading.Lock()
@@ -121,21 +125,39 @@ def _wrap_from_db(original: Any) -> classmethod:
     def from_db(cls: type, db: str, field_names: Any, values: Any) -> Any:
         obj = func(cls, db, field_names, values)
         # The hot path: one attribute and one context-variable read when idle.
-        if settings.enabled and _scope_var.get() is not None:
-            try:
-                holder = _refreshing.get()
-                if holder is not None:
-                    holder.temps.append(obj)
-                elif policy_of(cls) is not None or settings.strict:
-                    record_read(obj, transaction=transaction_for(db), site=read_site(cls, 1))
-            except StompingError:
-                raise
-            except Exception:  # the checker must never break a query
-                log.exception("txnsafety: internal error while stamping a Django read")
+        if settings.enabled:
+            scope, _, leases = _get_state()
+            if scope is not None:
+                try:
+                    _stamp_loaded(scope, leases, cls, db, obj)
+                except StompingError:
+                    raise
+                except Exception:  # the checker must never break a query
+                    log.exception("txnsafety: internal error while stamping a Django read")
         return obj
 
     from_db.__txnsafety_wrapped__ = func  # type: ignore[attr-defined]
     return classmethod(from_db)
+
+
+def _stamp_loaded(scope: Any, leases: tuple[Any, ...], cls: type, db: str, obj: Any) -> None:
+    """Stamp an instance ``from_db`` just built (what ``record_read`` would do, with the
+    transaction of its database: a plain read, so never TXN108), unless it is the
+    temporary of a ``refresh_from_db``.  Runs for every row: written flat."""
+    holder = _refreshing.get()
+    if holder is not None:
+        holder.temps.append(obj)
+        return
+    policy = _cached_policy(cls, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(cls)
+    if policy is None and not settings.strict:
+        return
+    site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
+    stamp(scope, obj, transaction_for(db), leases, False, site)
+
+
+_MISSING: Any = object()
 
 
 def wrap_model_from_db(model: type) -> None:
@@ -150,7 +172,7 @@ def wrap_model_from_db(model: type) -> None:
 
 
 def _model_iter(self: ModelIterable) -> Iterator[Any]:
-    if not self.queryset.query.select_for_update or not settings.enabled or _scope_var.get() is None:
+    if not self.queryset.query.select_for_update or not settings.enabled or current_scope() is None:
         return _original_model_iter(self)
     return _for_update_rows(self, _original_model_iter(self))
 
@@ -173,7 +195,7 @@ def _for_update_rows(iterable: ModelIterable, rows: Iterator[Any]) -> Iterator[A
     holder = _refreshing.get()
     for obj in rows:
         if txn is not None and scope is not None:
-            if restamp(scope, obj, for_update=True) is None and holder is not None and any(
+            if not restamp(scope, obj, for_update=True) and holder is not None and any(
                     t is obj for t in holder.temps):
                 holder.for_update = True
         yield obj
@@ -215,25 +237,38 @@ def _field_names(model: type, fields: Iterable[Any] | None) -> frozenset[str] | 
     return frozenset(names)
 
 
-@guarded
 def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, *,
                 created: bool | None = None, versioned: bool = False) -> None:
-    """Judge a write of ``instance`` on database ``using`` (``fields`` None: whole row)."""
-    if not settings.enabled or _scope_var.get() is None:
+    """Judge a write of ``instance`` on database ``using`` (``fields`` None: whole row).
+
+    Guarded like :func:`txnsafety.checker.guarded`, written out: it runs for every
+    ``save()``, and the decorator's wrapper is one more call each time.
+    """
+    if not settings.enabled:
         return
-    cls = type(instance)
-    policy = policy_of(cls)
-    if policy is None and not settings.strict:
+    scope, _, _ = _get_state()
+    if scope is None:
         return
-    using = using or instance._state.db or DEFAULT_DB_ALIAS
-    if created is None:
-        created = bool(instance._state.adding)
-    txn = txns.transaction_for(using)
-    key = row_key(instance.pk, using)
-    if policy is not None and policy.versioned_field and not versioned and not created:
-        _check_unversioned_write(instance, policy, key, txn)
-    record_write(instance, model=cls, history_model=history_model(cls), key=key, fields=_field_names(cls, fields),
-                 created=created, transaction=txn, versioned=versioned)
+    try:
+        cls = type(instance)
+        policy = _cached_policy(cls, _MISSING)
+        if policy is _MISSING:
+            policy = policy_of(cls)
+        if policy is None and not settings.strict:
+            return
+        using = using or instance._state.db or DEFAULT_DB_ALIAS
+        if created is None:
+            created = bool(instance._state.adding)
+        txn = txns.transaction_for(using)
+        key = row_key(instance.pk, using)
+        if policy is not None and policy.versioned_field and not versioned and not created:
+            _check_unversioned_write(instance, policy, key, txn)
+        record_write(instance, model=cls, history_model=history_model(cls), key=key,
+                     fields=_field_names(cls, fields), created=created, transaction=txn, versioned=versioned)
+    except StompingError:
+        raise
+    except Exception:
+        log.exception("txnsafety: internal error in %s (the request goes on)", "judge_write")
 
 
 def _check_unversioned_write(instance: Any, policy: Policy, key: Any, txn: Any) -> None:
@@ -270,9 +305,8 @@ def _version_field(model: type, name: str) -> Any:
 
 def _pre_save(sender: type, instance: Any, raw: bool = False, using: str | None = None,
               update_fields: Any = None, **kwargs: Any) -> None:
-    if raw or not settings.enabled or current_scope() is None:
-        return
-    judge_write(instance, using, update_fields)
+    if not raw:  # raw: fixture loading
+        judge_write(instance, using, update_fields)
 
 
 def _bulk_update(self: QuerySet, objs: Any, fields: Any, batch_size: Any = None) -> Any:

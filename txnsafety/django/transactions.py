@@ -123,12 +123,21 @@ def _connection(alias: str) -> Any:
     is thread-local storage) and the lookup through asgiref's Local is the costliest step of
     a read's check.  ``forget_verdicts()`` (DATABASES changed) invalidates every thread's cache.
     """
+    try:  # the hot path: this thread has looked ``alias`` up since DATABASES last changed
+        generation, by_alias = _thread.connections
+        if generation == _generation[0]:
+            return by_alias[alias]
+    except (AttributeError, KeyError):
+        pass
+    return _look_up(alias)
+
+
+def _look_up(alias: str) -> Any:
+    """Fill this thread's cache for :func:`_connection` (and start it afresh when stale)."""
     cache = getattr(_thread, "connections", None)
     if cache is None or cache[0] != _generation[0]:
         cache = _thread.connections = (_generation[0], {})
-    conn = cache[1].get(alias)
-    if conn is None:
-        conn = cache[1][alias] = connections[alias]
+    conn = cache[1][alias] = connections[alias]
     return conn
 
 

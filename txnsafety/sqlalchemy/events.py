@@ -313,7 +313,7 @@ def _stamp_load(scope: Any, leases: tuple[Any, ...], state: Any, cls: type, sess
         leases, site = made.leases, made.site
     else:
         site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
-        scope.stamps[id(obj)] = (obj, next(scope._clock), txn, leases, site, for_update, False)  # a ReadStamp
+        checker.stamp(scope, obj, txn, leases, for_update, site)
     # Remember the read on the object itself: if it outlives this request (a cache,
     # a module global) and is written in a later one, that write is half-protected.
     # Not the stamp: it holds the object, and the cycle would keep it in the identity map.

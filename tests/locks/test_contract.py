@@ -270,7 +270,8 @@ def test_async_cancelled_waiter_leaves_queue(url: str, key: str) -> None:
     async def main() -> None:
         async with global_lock(key, backend=url, lease=5, priority="interactive"):
             task = asyncio.create_task(_acquire_and_hold(url, key))
-            await asyncio.sleep(0.1)
+            # cancel a waiter the backend has really queued, not one still on its way
+            await asyncio.to_thread(_wait_until_waiting, url, key, 1)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import threading
 from types import SimpleNamespace
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from ..context import Priority
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
+
+log = logging.getLogger("txnsafety.locks")
 
 
 @dataclass(slots=True)
@@ -97,29 +100,38 @@ class Backend:
 
     # -- async (default: a worker thread) ------------------------------------------
     async def aacquire(self, req: AcquireRequest) -> Grant:
-        attempt = asyncio.ensure_future(asyncio.to_thread(self.acquire, req))
-        try:
-            return await asyncio.shield(attempt)
-        except asyncio.CancelledError:
-            # The worker thread cannot be stopped: should it still win the lock,
-            # give the lock back at once instead of holding it to the lease's end.
-            attempt.add_done_callback(lambda done: self._give_back(req, done))
-            raise
+        """Run the blocking :meth:`acquire` in a worker thread.
 
-    def _give_back(self, req: AcquireRequest, attempt: "asyncio.Future[Grant]") -> None:
-        if attempt.cancelled() or attempt.exception() is not None:
-            return
-        grant = attempt.result()
-        orphan = SimpleNamespace(key=req.key, backend_key=req.backend_key, token=req.token,
-                                 handle=grant.handle, fence=grant.fence)
-        # A blocking release must not run on the event loop: a thread of its own.
-        threading.Thread(target=self._release_quietly, args=(orphan,), daemon=True).start()
+        The thread cannot be stopped: if this coroutine ends without taking the
+        result (its task cancelled, the event loop shutting down, the coroutine
+        closed), the thread may still win the lock later.  The lock must then be
+        given back at once, not held until the lease ends with no lease object to
+        release it.  That give-back must not depend on the event loop, which may be
+        gone by then, so caller and thread settle it between themselves with a
+        :class:`_Handoff`: whichever of the two comes second releases the grant.
+        """
+        handoff = _Handoff(self, req)
+        attempt = asyncio.ensure_future(asyncio.to_thread(handoff.run))
+        taken = False
+        try:
+            grant = await asyncio.shield(attempt)
+            taken = True
+            return grant
+        finally:
+            if not taken:
+                handoff.abandon()
+                _retrieve_outcome(attempt)
 
     def _release_quietly(self, orphan: Any) -> None:
+        """Release an orphaned grant with its own token; log, never raise."""
         try:
-            self.release(orphan)
-        except Exception:  # the lease still ends by itself at its deadline
-            pass
+            released = self.release(orphan)
+        except Exception as exc:  # the lease still ends by itself at its deadline
+            log.info("txnsafety: could not give back lock %r won after its async caller was gone "
+                     "(it ends with its lease): %s", orphan.key, exc)
+        else:
+            log.debug("txnsafety: gave back lock %r won after its async caller was gone (%s)",
+                      orphan.key, "released" if released else "already ended")
 
     async def arelease(self, lease: "Lease") -> bool:
         return await asyncio.to_thread(self.release, lease)
@@ -132,6 +144,85 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+class _Handoff:
+    """Settles who owns a grant won by a worker thread whose async caller may be gone.
+
+    Shared by :meth:`Backend.aacquire` (the caller, on the event loop) and the
+    worker thread running the blocking ``acquire``.  One ``threading.Lock``
+    orders the two outcomes that can race, without the event loop's help (it may
+    have ended while the thread still polls):
+
+    * the thread wins the lock first: it stores the grant (``handed``); from then
+      on the caller owns it -- it returns it, or, if it leaves without taking it,
+      releases it itself;
+    * the caller leaves first: it sets ``gone``; a grant the thread wins after that
+      is released by the thread with the grant's own token and CAS handle, so the
+      "only the holder can release" rule holds.
+    """
+
+    __slots__ = ("backend", "req", "_mutex", "gone", "handed")
+
+    def __init__(self, backend: Backend, req: AcquireRequest) -> None:
+        self.backend = backend
+        self.req = req
+        self._mutex = threading.Lock()
+        self.gone = False
+        self.handed: Grant | None = None
+
+    def run(self) -> Grant:
+        """In the worker thread: acquire, then hand the grant over or give it back."""
+        grant = self.backend.acquire(self.req)
+        with self._mutex:
+            if not self.gone:
+                self.handed = grant
+                return grant
+        # The caller left while we polled: nobody will ever release this grant.
+        self.backend._release_quietly(self._orphan(grant))
+        return grant  # the result goes nowhere (the caller has left)
+
+    def abandon(self) -> None:
+        """On the event loop, when the caller leaves without taking the result.
+
+        Marks the caller gone; if the thread already handed a grant over, the caller
+        owns it and releases it -- in a thread of its own, since a blocking release
+        must not run on the event loop.  The thread is not a daemon: a process that
+        exits right after must still give the lock back (the release is one round
+        trip, bounded by the backend's socket timeout).
+        """
+        with self._mutex:
+            self.gone = True
+            grant, self.handed = self.handed, None
+        if grant is None:
+            return  # the thread gives back whatever it wins from now on
+        orphan = self._orphan(grant)
+        try:
+            threading.Thread(target=self.backend._release_quietly, args=(orphan,),
+                             name="txnsafety-give-back").start()
+        except RuntimeError:  # no new threads at interpreter shutdown: release here
+            self.backend._release_quietly(orphan)
+
+    def _orphan(self, grant: Grant) -> Any:
+        """The fields ``release`` reads from a lease, for a grant that never became one."""
+        req = self.req
+        return SimpleNamespace(key=req.key, backend_key=req.backend_key, token=req.token,
+                               handle=grant.handle, fence=grant.fence)
+
+
+def _retrieve_outcome(attempt: "asyncio.Future[Grant]") -> None:
+    """Mark the abandoned attempt's outcome as seen, so a LockTimeout the thread
+    raises later is not logged as "exception was never retrieved"."""
+    def consume(done: "asyncio.Future[Grant]") -> None:
+        if not done.cancelled():
+            done.exception()
+    if attempt.done():
+        consume(attempt)
+        return
+    try:
+        attempt.add_done_callback(consume)
+    except RuntimeError:  # pragma: no cover - the loop is already closed
+        pass
 
 
 _factories: dict[str, Callable[[str], Backend]] = {}

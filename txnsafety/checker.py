@@ -293,23 +293,45 @@ def record_write(
             key = getattr(entity, "pk", None) or getattr(entity, "id", None)
         if transaction is CURRENT:
             transaction = transactions[-1] if transactions else None
-        written = frozenset(fields) if fields is not None else None
-        table = history_model or cls
-        history_key = (_model_names.get(table) or model_name(table), repr(key))
-        history = scope.writes.get(history_key)
-        me = id(entity)
-        if _cannot_stomp(policy, scope.stamps.get(me), transaction, created, versioned, written, history, me):
-            site = user_site(1) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
-        else:  # judged in full; in raise mode a violation ends here, unremembered
-            site = _Write(entity, scope, cls, key, policy, _stamp_in(scope, entity), transaction, created,
-                          history, sys._getframe(1)).judge(written, versioned)
-        if history is None:
-            history = scope.writes[history_key] = {}
-        _remember(history, me, written, next(scope._clock), site)
+        write(scope, entity, cls, policy, key, frozenset(fields) if fields is not None else None, created,
+              transaction, versioned, history_model, 2)
     except StompingError:
         raise
     except Exception:
         log.exception("txnsafety: internal error in %s (the request goes on)", "record_write")
+
+
+def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any, written: frozenset[str] | None,
+          created: bool, transaction: Transaction | None, versioned: bool, history_model: type | None,
+          depth: int) -> None:
+    """The step :func:`record_write` ends with, for an integration's per-write hook that
+    has already found the scope, the class, its policy (``STRICT_DEFAULT`` when it has
+    none) and the transaction (SQLAlchemy's flush).
+
+    ``depth`` counts the frames between the write's caller and this one (1: called
+    by the code that writes); the full judgement looks for sites from there.  It
+    raises what :func:`record_write` would (in ``raise`` mode a violation ends
+    here, unremembered); the caller guards it.
+    """
+    table = history_model or cls
+    history_key = (_model_names.get(table) or model_name(table), repr(key))
+    history = scope.writes.get(history_key)
+    me = id(entity)
+    if _cannot_stomp(policy, scope.stamps.get(me), transaction, created, versioned, written, history, me):
+        site = user_site(depth) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
+    else:
+        site = _Write(entity, scope, cls, key, policy, _stamp_in(scope, entity), transaction, created,
+                      history, sys._getframe(depth)).judge(written, versioned)
+    # Keep the latest write of each object of a row, ``(tick, fields, site)`` (its fields
+    # accumulated), in write order, so a later write scans only the writes made after its
+    # own read (see _erased_write); ``site`` is what a later TXN103 names as "the other write".
+    if history is None:
+        history = scope.writes[history_key] = {}
+    else:
+        previous = history.pop(me, None)  # re-inserted last: the dict stays in write order
+        if previous is not None and written is not None:
+            written = None if previous[1] is None else previous[1] | written
+    history[me] = (next(scope._clock), written, site)
 
 
 def _cannot_stomp(policy: Policy, entry: tuple[Any, ...] | None, txn: Transaction | None, created: bool,
@@ -349,7 +371,7 @@ def _erased_write(history: dict[int, tuple[Any, ...]], me: int, read_tick: int,
     """The write of another object for the same row, made after this object was read,
     that this write erases (TXN103); None when there is none.
 
-    ``history`` is in write order (see :func:`_remember`), so the scan starts at the
+    ``history`` is in write order (see :func:`write`), so the scan starts at the
     latest write and stops at the first one older than the read.
     """
     for obj_id, record in reversed(history.items()):
@@ -362,17 +384,6 @@ def _erased_write(history: dict[int, tuple[Any, ...]], me: int, read_tick: int,
             continue  # disjoint partial writes do not erase each other
         return record
     return None
-
-
-def _remember(history: dict[int, tuple[Any, ...]], me: int, written: frozenset[str] | None, tick: int,
-              site: Site | None) -> None:
-    """Keep the latest write of each object of a row, ``(tick, fields, site)`` (its
-    fields accumulated), in write order, so a later write scans only the writes made
-    after its own read.  ``site`` is what a later TXN103 names as "the other write"."""
-    previous = history.pop(me, None)  # re-inserted last: the dict stays in write order
-    if previous is not None and written is not None:
-        written = None if previous[1] is None else previous[1] | written
-    history[me] = (tick, written, site)
 
 
 class _Write:
@@ -393,7 +404,7 @@ class _Write:
     def judge(self, written: frozenset[str] | None, versioned: bool) -> Site | None:
         """Every check, in order (each may report; in raise mode the first one raises).
 
-        Returns the site to remember the write by (see :func:`_remember`).
+        Returns the site to remember the write by (see :func:`write`).
         """
         self.check_policy()
         stamp, policy = self.stamp, self.policy

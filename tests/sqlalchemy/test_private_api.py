@@ -149,3 +149,35 @@ def test_async_orm_runs_in_a_greenlet_whose_parent_holds_the_user_frames(sqlite_
     finally:
         event.remove(Mapper, "load", on_load)
     assert found and "user_coroutine" in found[0]
+
+
+def test_committed_state_names_exactly_the_attributes_set_since_the_load(engine):
+    """``InstanceState.committed_state``: the flush hook reads it to find the columns
+    that may have changed (``unmodified``, the public view, builds a set of every
+    attribute on every write).  It must hold a column once set, even back to its
+    old value, and a column set to a SQL expression; nothing else."""
+    from sqlalchemy import inspect
+
+    with Session(engine) as session:
+        acct = session.get(Account, 1)
+        state = inspect(acct)
+        assert not state.committed_state
+        acct.balance = acct.balance + 1
+        assert set(state.committed_state) == {"balance"}
+        assert {c.key for c in inspect(Account).column_attrs} - state.unmodified == {"balance"}
+        acct.owner = Account.owner + "x"  # a SQL expression, evaluated by the database
+        assert set(state.committed_state) == {"balance", "owner"}
+        session.rollback()
+
+
+def test_instance_state_takes_an_attribute_of_ours(engine):
+    """The load hook leaves ``_txnsafety_read`` on the InstanceState (one attribute
+    store per row instead of the memoized ``info`` dict); InstanceState keeps a
+    ``__dict__`` slot for its memoized properties, so it can."""
+    from sqlalchemy import inspect
+
+    with Session(engine) as session:
+        state = inspect(session.get(Account, 1))
+        state._txnsafety_read = ((), None)
+        assert state._txnsafety_read == ((), None)
+        assert "__dict__" in type(state).__slots__ or not hasattr(type(state), "__slots__")

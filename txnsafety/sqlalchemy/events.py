@@ -52,7 +52,7 @@ from sqlalchemy.sql.elements import ClauseElement
 from .. import checker, context, policies
 from ..config import settings
 from ..context import Transaction, current_scope, new_transaction
-from ..policies import policy_of
+from ..policies import STRICT_DEFAULT, Policy, policy_of
 from ..report import StompingError
 from ..sites import sites_wanted, user_site, wants_site
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
@@ -67,7 +67,7 @@ _cached_policy = policies._cache.get  # model -> Policy | None, once policy_of()
 INFO_KEY = "txnsafety"
 _MARK = "_txnsafety_instrumented"
 _CONN_KEY = "_txnsafety_session_state"
-_READ_KEY = "txnsafety.read"   # InstanceState.info: (leases, site) of the last read, across requests
+_READ_ATTR = "_txnsafety_read"  # on the InstanceState: (leases, site) of the last read, across requests
 
 
 class SessionState:
@@ -229,7 +229,7 @@ def _earlier_read(obj: Any, cls: type, state: Any) -> None:
     """The object is written in this request but was read in an earlier one (or before
     this request's scope): for this request that read happened outside any of its
     transactions or locks (Khan's cached entity, TXN101 / TXN102)."""
-    earlier = state.info.get(_READ_KEY)
+    earlier = getattr(state, _READ_ATTR, None)
     if earlier is None:
         return  # never loaded under a checker scope: created here, or unknown provenance
     checker.record_read(obj, model=cls, key=_key(state), transaction=None)
@@ -301,7 +301,7 @@ def _on_load(state: Any, context: Any) -> None:
 
 def _stamp_load(scope: Any, leases: tuple[Any, ...], state: Any, cls: type, session_state: SessionState,
                 txn: Transaction | None, for_update: bool) -> None:
-    """Stamp the row of ``state`` as :func:`txnsafety.checker.stamp` does."""
+    """Stamp the row of ``state`` as :func:`txnsafety.checker.stamp` does (inlined: every row)."""
     if for_update and txn is not None and session_state.ignores_for_update:
         for_update = False  # SQLite renders no FOR UPDATE: the read locked nothing
     obj = state.obj()
@@ -313,11 +313,18 @@ def _stamp_load(scope: Any, leases: tuple[Any, ...], state: Any, cls: type, sess
         leases, site = made.leases, made.site
     else:
         site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
-        checker.stamp(scope, obj, txn, leases, for_update, site)
-    # Remember the read on the object itself: if it outlives this request (a cache,
-    # a module global) and is written in a later one, that write is half-protected.
+        # a ReadStamp's fields, as a plain tuple (txnsafety.checker.stamp, inlined)
+        scope.stamps[id(obj)] = (obj, next(scope._clock), txn, leases, site, for_update, False)
+    # Remember the read on the object's InstanceState: if the object outlives this request
+    # (a cache, a module global) and is written in a later one, that write is half-protected.
     # Not the stamp: it holds the object, and the cycle would keep it in the identity map.
-    state.info[_READ_KEY] = (leases, site)
+    # An attribute of our own, not ``state.info``: that memoized dict costs a Python call
+    # and a new dict per row (InstanceState keeps a ``__dict__`` slot; pinned by a test).
+    state._txnsafety_read = (leases, site) if leases or site is not None else _PLAIN_READ
+
+
+#: What a read with no lease and no site leaves on its InstanceState (shared, immutable).
+_PLAIN_READ: tuple[tuple[Any, ...], None] = ((), None)
 
 
 _MISSING: Any = object()
@@ -346,18 +353,20 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
 
 
 def _judge_update(state: Any) -> None:
-    scope, _, _ = _get_state()
-    session_state = _checked_write(scope, state)
-    if session_state is None:
+    scope = _get_state()[0]
+    checked = _checked_write(scope, state)
+    if checked is None:
         return
-    cls = state.class_
+    session_state, cls, policy = checked
+    committed = state.committed_state  # private (pinned): the attributes set since the load
+    if not committed:
+        return  # dirty through a relationship only: no UPDATE of this row's columns
     info = _classes.get(cls) or _info(cls)
     changed: list[str] = []
     atomic: list[str] = []
-    unmodified = state.unmodified
     obj = state.obj()
     for key in info.columns:
-        if key in unmodified:
+        if key not in committed:
             continue
         added = get_history(obj, key, PASSIVE_NO_INITIALIZE).added
         if not added:
@@ -367,38 +376,47 @@ def _judge_update(state: Any) -> None:
         else:
             changed.append(key)
     if not changed and not atomic:
-        return  # dirty through a relationship only: no UPDATE of this row's columns
+        return
     versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
     if changed and scope.stamps.get(id(obj)) is None:
         _earlier_read(obj, cls, state)
     if session_state.locks and changed and not info.versioned:
         _stale_lock(obj, cls, session_state)
-    checker.record_write(obj, model=cls, key=_key(state), fields=changed or atomic,
-                         transaction=session_state.txn, versioned=versioned)
+    checker.write(scope, obj, cls, policy, _key(state), frozenset(changed or atomic), False,
+                  session_state.txn, versioned, None, _WRITE_DEPTH)
+
+
+#: Frames between the flush's caller and :func:`txnsafety.checker.write`; the sites are
+#: found past SQLAlchemy's own frames anyway (library frames are skipped).
+_WRITE_DEPTH = 3
 
 
 @checker.guarded
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
-    scope, _, _ = _get_state()
-    session_state = _checked_write(scope, state)
-    if session_state is not None:
-        checker.record_write(state.obj(), model=state.class_, key=_key(state), created=True,
-                             transaction=session_state.txn)
+    scope = _get_state()[0]
+    checked = _checked_write(scope, state)
+    if checked is not None:
+        session_state, cls, policy = checked
+        checker.write(scope, state.obj(), cls, policy, _key(state), None, True, session_state.txn, False,
+                      None, _WRITE_DEPTH)
 
 
-def _checked_write(scope: Any, state: Any) -> SessionState | None:
-    """The session's state when this write is to be judged (a request is open, the
-    class is checked, the session is instrumented), else None: record_write would
-    do nothing, so the flush pays one look-up."""
+def _checked_write(scope: Any, state: Any) -> tuple[SessionState, type, Policy] | None:
+    """The session's state, the class and its policy (``STRICT_DEFAULT`` in strict mode
+    when it has none) when this write is to be judged (a request is open, the class is
+    checked, the session is instrumented), else None: the flush pays one look-up."""
     if scope is None or not settings.enabled:
         return None
     cls = state.class_
     policy = _cached_policy(cls, _MISSING)
     if policy is _MISSING:
         policy = policy_of(cls)
-    if policy is None and not settings.strict:
-        return None
-    return _state_of(state.session)
+    if policy is None:
+        if not settings.strict:
+            return None
+        policy = STRICT_DEFAULT
+    session_state = _state_of(state.session)
+    return None if session_state is None else (session_state, cls, policy)
 
 
 _SESSION_EVENTS = (

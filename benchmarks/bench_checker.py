@@ -7,7 +7,7 @@ with the checker off.  They run side by side, alternating, in one process; the
 ratio is checked / unchecked.  A second table times the data-layer work alone
 (no HTTP), the worst case for the ratio.  Target (DESIGN.md): within 5 %.
 
-    python benchmarks/bench_checker.py [--rounds 30]
+    python benchmarks/bench_checker.py [--rounds 300] [--per-round 5] [--wall]
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import txnsafety  # noqa: E402
-from benchmarks._compare import compare  # noqa: E402
+from benchmarks._compare import add_clock_option, compare, use_clock  # noqa: E402
 from fixtures.minidb import Entity, Store  # noqa: E402
 from webob import Request, Response  # noqa: E402
 from txnsafety.wsgi import TxnSafetyMiddleware  # noqa: E402
@@ -81,9 +81,11 @@ def make_request(store: Store, checked: bool):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--per-round", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--per-round", type=int, default=5)
+    add_clock_option(parser)
     args = parser.parse_args()
+    use_clock(args)
     txnsafety.configure(mode="log")
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(os.path.join(tmp, "bench.sqlite3"))
@@ -92,17 +94,15 @@ def main() -> None:
         with txnsafety.suppress(reason="benchmark data"):
             for key in range(1, 21):
                 store.insert(Item(key, owner=key % 3, quantity=0, note="x" * 40))
-        medians = compare({"unchecked": make_wsgi_request(store, False),
-                           "checked": make_wsgi_request(store, True)},
+        request = compare({"unchecked": make_wsgi_request(store, False), "checked": make_wsgi_request(store, True)},
                           baseline="unchecked", rounds=args.rounds, per_round=args.per_round,
                           title="WSGI request: 20 reads + 5 writes in one SQLite transaction (generic API)")
-        ratio = medians["checked"] / medians["unchecked"]
-        print(f"checker overhead per request: {100 * (ratio - 1):+.1f} %  (target: within +5 %)\n")
+        print(request.summary("checked") + "\n")
         bare = compare({"unchecked": make_request(store, False), "checked": make_request(store, True)},
                        baseline="unchecked", rounds=args.rounds, per_round=args.per_round,
                        title="data layer alone (no HTTP): 20 reads + 5 writes, the worst case")
-        per_op = (bare["checked"] - bare["unchecked"]) / 25
-        print(f"checker cost per read/write: {per_op * 1e6:.2f} us")
+        print(bare.summary("checked"))
+        print(f"checker cost per read/write: {bare.cost_per('checked', 25) * 1e6:.2f} us")
         txnsafety.settings.enabled = True
         store.close()
 

@@ -13,16 +13,14 @@ round after round so drift hits all alike:
 The ratio ``checked / django`` is the overhead (target, DESIGN.md: within 5 %).
 A second table times the ORM work alone (no HTTP), the worst case for the ratio.
 
-    python benchmarks/bench_django.py [--rounds 30] [--per-round 20]
+    python benchmarks/bench_django.py [--rounds 100] [--per-round 3] [--wall]
 """
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,6 +65,7 @@ from webob import Request  # noqa: E402
 import txnsafety  # noqa: E402
 from fixtures.django_app.models import Account, Counter  # noqa: E402
 from txnsafety.django import hooks  # noqa: E402
+from benchmarks._compare import Contender, add_clock_option, compare, use_clock  # noqa: E402
 
 #: ``django-admin startproject``'s MIDDLEWARE: what a real project runs on every request.
 DEFAULT_STACK = [
@@ -122,9 +121,8 @@ def _state(installed: bool, enabled: bool) -> Callable[[], None]:
     return apply
 
 
-def make_contenders(http: bool, stack: list[str] | None = None
-                    ) -> dict[str, tuple[Callable[[], None], Callable[[], None]]]:
-    """name -> (setup run before each timed request, one request)."""
+def make_contenders(http: bool, stack: list[str] | None = None) -> dict[str, Contender]:
+    """name -> the request, and the setup that switches txnsafety to that contender."""
     stack = stack or []
     with override_settings(MIDDLEWARE=stack):
         bare = WSGIHandler()
@@ -149,82 +147,41 @@ def make_contenders(http: bool, stack: list[str] | None = None
 
     if http:
         return {
-            "django": (_state(False, False), wsgi(bare)),
-            "installed, off": (_state(True, False), wsgi(checked)),
-            "checked": (_state(True, True), wsgi(checked)),
+            "django": Contender(wsgi(bare), _state(False, False)),
+            "installed, off": Contender(wsgi(checked), _state(True, False)),
+            "checked": Contender(wsgi(checked), _state(True, True)),
         }
     return {
-        "django": (_state(False, False), orm(False)),
-        "installed, off": (_state(True, False), orm(False)),
-        "checked": (_state(True, True), orm(True)),
+        "django": Contender(orm(False), _state(False, False)),
+        "installed, off": Contender(orm(False), _state(True, False)),
+        "checked": Contender(orm(True), _state(True, True)),
     }
-
-
-#: CPU time of this process: on a shared machine, time spent waiting for a core is not the
-#: checker's cost (``--wall`` switches to wall-clock time).
-_clock = time.process_time
-
-
-def compare(contenders: dict[str, tuple[Callable[[], None], Callable[[], None]]], *, baseline: str,
-            rounds: int, per_round: int, title: str) -> dict[str, float]:
-    """Interleave single requests: every round runs each contender ``per_round`` times, one
-    request at a time in rotating order (setup outside the timed part), so drift and noise hit
-    all contenders alike.  Returns the median seconds per request."""
-    names = list(contenders)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for setup, fn in contenders.values():  # warm up
-        setup()
-        for _ in range(5):
-            fn()
-    for r in range(rounds):
-        for i in range(per_round):
-            shift = (r * per_round + i) % len(names)
-            for name in names[shift:] + names[:shift]:
-                setup, fn = contenders[name]
-                setup()
-                start = _clock()
-                fn()
-                samples[name].append(_clock() - start)
-    medians = {name: statistics.median(v) for name, v in samples.items()}
-    print(title)
-    print(f"  {'contender':<18}{'median':>12}{'mean':>12}{'p10':>12}{'p90':>12}{'ratio':>9}")
-    for name in names:
-        values = sorted(samples[name])
-        print(f"  {name:<18}{medians[name] * 1e6:>10.0f}us{statistics.mean(values) * 1e6:>10.0f}us"
-              f"{values[len(values) // 10] * 1e6:>10.0f}us{values[(len(values) * 9) // 10] * 1e6:>10.0f}us"
-              f"{medians[name] / medians[baseline]:>9.3f}")
-    return medians
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--per-round", type=int, default=20)
-    parser.add_argument("--wall", action="store_true", help="time wall clock instead of process CPU time")
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--per-round", type=int, default=3)
+    add_clock_option(parser)
     args = parser.parse_args()
-    global _clock
-    if args.wall:
-        _clock = time.perf_counter
-    print(f"clock: {'wall (perf_counter)' if args.wall else 'process CPU time (process_time)'}")
+    use_clock(args)
     setup_data()
     violations: list = []
     txnsafety.add_listener(violations.append)
     try:
         for stack, label in (([], "no other middleware (worst case)"),
                              (DEFAULT_STACK, "startproject's default middleware")):
-            medians = compare(make_contenders(http=True, stack=stack), baseline="django", rounds=args.rounds,
+            request = compare(make_contenders(http=True, stack=stack), baseline="django", rounds=args.rounds,
                               per_round=args.per_round,
                               title=f"Django WSGI request, {label}:\n"
                                     "  20 reads + 5 writes in one SQLite transaction")
-            ratio = medians["checked"] / medians["django"]
-            print(f"checker overhead per request: {100 * (ratio - 1):+.1f} %  (target: within +5 %)")
-            off = medians["installed, off"] / medians["django"]
-            print(f"installed but switched off:   {100 * (off - 1):+.1f} %\n")
+            print(request.summary("checked"))
+            print(f"installed but switched off: {100 * request.overhead('installed, off'):+.1f} %\n")
         bare = compare(make_contenders(http=False), baseline="django", rounds=args.rounds,
                        per_round=args.per_round,
                        title="ORM work alone (no HTTP): 20 reads + 5 writes, the worst case")
-        per_op = (bare["checked"] - bare["django"]) / 25
-        print(f"checker cost per read/write: {per_op * 1e6:.2f} us")
+        print(bare.summary("checked"))
+        print(f"checker cost per read/write: {bare.cost_per('checked', 25) * 1e6:.2f} us")
     finally:
         txnsafety.remove_listener(violations.append)
         hooks.install()

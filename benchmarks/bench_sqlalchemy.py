@@ -14,16 +14,14 @@ after round so drift hits both alike:
 The ratio ``checked / sqlalchemy`` is the overhead (target, DESIGN.md: within 5 %).
 A second table times the ORM work alone (no HTTP), the worst case for the ratio.
 
-    python benchmarks/bench_sqlalchemy.py [--rounds 30] [--per-round 20]
+    python benchmarks/bench_sqlalchemy.py [--rounds 100] [--per-round 3] [--wall]
 """
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,6 +35,7 @@ from txnsafety.context import RequestScope, close_scope, open_scope  # noqa: E40
 from txnsafety.sqlalchemy import events as ts_events  # noqa: E402
 from txnsafety.sqlalchemy import instrument, sqlite_transactions  # noqa: E402
 from txnsafety.wsgi import TxnSafetyMiddleware  # noqa: E402
+from benchmarks._compare import Contender, add_clock_option, compare, use_clock  # noqa: E402
 
 
 class Base(DeclarativeBase):
@@ -87,60 +86,24 @@ def make_request(maker: sessionmaker, checked: bool) -> Callable[[], None]:
     return request
 
 
-def _set_listeners(on: bool) -> None:
-    """Install or remove txnsafety's global mapper listeners (not timed)."""
-    if on:
-        ts_events._install_mapper_events()
-    else:
-        ts_events._uninstall_mapper_events()
-    txnsafety.settings.enabled = on
-
-
-def compare(contenders: dict[str, tuple[Callable[[], None], bool]], *, rounds: int, per_round: int,
-            title: str) -> dict[str, float]:
-    """Alternating rounds; each contender's listeners are set before its (timed) calls.
-
-    Prints medians and p10 of the per-round times, and the median of the per-round
-    ratios (each round times both contenders back to back, so a slow spell of a
-    shared machine hits both): the figure to read on a noisy machine.
-    """
-    names = list(contenders)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for fn, on in contenders.values():
-        _set_listeners(on)
-        for _ in range(max(2, per_round // 4)):
-            fn()
-    for r in range(rounds):
-        for name in (names if r % 2 == 0 else list(reversed(names))):
-            fn, on = contenders[name]
-            _set_listeners(on)
-            start = time.perf_counter()
-            for _ in range(per_round):
-                fn()
-            samples[name].append((time.perf_counter() - start) / per_round)
-    _set_listeners(True)
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    base = names[0]
-    print(title)
-    print(f"  {'contender':<14}{'median':>12}{'p10':>12}{'p90':>12}{'ratio':>9}")
-    for name in names:
-        values = sorted(samples[name])
-        print(f"  {name:<14}{medians[name] * 1e3:>9.3f} ms{values[len(values) // 10] * 1e3:>9.3f} ms"
-              f"{values[(len(values) * 9) // 10] * 1e3:>9.3f} ms{medians[name] / medians[base]:>9.3f}")
-    for name in names[1:]:
-        ratios = [a / b for a, b in zip(samples[name], samples[base])]
-        medians[f"{name}/{base}"] = statistics.median(ratios)
-        medians[f"{name}/{base} best"] = min(samples[name]) / min(samples[base])
-        print(f"  median of per-round ratios {name}/{base}: {statistics.median(ratios):.3f}; "
-              f"ratio of the best rounds: {min(samples[name]) / min(samples[base]):.3f}")
-    return medians
+def _listeners(on: bool) -> Callable[[], None]:
+    """A contender's setup: install or remove txnsafety's global mapper listeners."""
+    def setup() -> None:
+        if on:
+            ts_events._install_mapper_events()
+        else:
+            ts_events._uninstall_mapper_events()
+        txnsafety.settings.enabled = on
+    return setup
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--per-round", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--per-round", type=int, default=3)
+    add_clock_option(parser)
     args = parser.parse_args()
+    use_clock(args)
     txnsafety.configure(mode="log")
     seen: list = []
     txnsafety.add_listener(seen.append)
@@ -157,18 +120,20 @@ def main() -> None:
                                                    for k in range(1, 21)])
         plain = sessionmaker(engine)
         checked = instrument(sessionmaker(engine))
-        medians = compare({"sqlalchemy": (make_wsgi_request(plain, False), False),
-                           "checked": (make_wsgi_request(checked, True), True)},
-                          rounds=args.rounds, per_round=args.per_round,
-                          title="WSGI request: 20 reads + 5 writes in one SQLite transaction (SQLAlchemy ORM)")
-        ratio = medians["checked/sqlalchemy"]
-        print(f"checker overhead per request: {100 * (ratio - 1):+.1f} %  (target: within +5 %)\n")
-        bare = compare({"sqlalchemy": (make_request(plain, False), False),
-                        "checked": (make_request(checked, True), True)},
-                       rounds=args.rounds, per_round=args.per_round,
-                       title="ORM work alone (no HTTP): the worst case for the ratio")
-        print(f"checker overhead, ORM alone: {100 * (bare['checked/sqlalchemy'] - 1):+.1f} %; "
-              f"per read/write: {(bare['checked'] - bare['sqlalchemy']) / 25 * 1e6:.2f} us")
+        try:
+            request = compare({"sqlalchemy": Contender(make_wsgi_request(plain, False), _listeners(False)),
+                               "checked": Contender(make_wsgi_request(checked, True), _listeners(True))},
+                              baseline="sqlalchemy", rounds=args.rounds, per_round=args.per_round,
+                              title="WSGI request: 20 reads + 5 writes in one SQLite transaction (SQLAlchemy ORM)")
+            print(request.summary("checked") + "\n")
+            bare = compare({"sqlalchemy": Contender(make_request(plain, False), _listeners(False)),
+                            "checked": Contender(make_request(checked, True), _listeners(True))},
+                           baseline="sqlalchemy", rounds=args.rounds, per_round=args.per_round,
+                           title="ORM work alone (no HTTP): the worst case for the ratio")
+            print(bare.summary("checked"))
+            print(f"checker cost per read/write: {bare.cost_per('checked', 25) * 1e6:.2f} us")
+        finally:
+            _listeners(True)()
         engine.dispose()
     assert not seen, f"the benchmark request must be safe, got {[str(v) for v in seen]}"
 

@@ -242,6 +242,34 @@ def test_relationship_only_change_is_not_a_write_of_the_parent(stack, txnsafety_
     assert txnsafety_violations == []
 
 
+def test_a_column_set_back_to_its_loaded_value_is_not_a_write(stack, txnsafety_violations):
+    """The flush sends no UPDATE for it, so nothing can be stomped; the same object set
+    to a new value is the unprotected read-modify-write (Auto: autocommit reads)."""
+    with stack.Auto() as session:
+        acct = session.get(Account, 1)
+        loaded = acct.balance
+        acct.balance = loaded + 5
+        acct.balance = loaded
+        session.commit()
+    assert txnsafety_violations == []
+    with stack.Auto() as session:
+        acct = session.get(Account, 1)
+        acct.balance += 5
+        session.commit()
+    assert txnsafety_violations.codes() == ["TXN102"]
+
+
+def test_a_column_set_to_a_sql_expression_is_atomic(stack, txnsafety_violations):
+    """``acct.balance = Account.balance + 1``: the database computes it, nothing to stomp."""
+    with stack.Auto() as session:
+        acct = session.get(Account, 1)
+        acct.balance = Account.balance + 1
+        session.commit()
+        session.refresh(acct)
+        assert acct.balance == 101
+    assert txnsafety_violations == []
+
+
 def test_creations_need_no_read_protection(stack, txnsafety_violations):
     with stack.Auto() as session:
         session.add(Account(id=2, balance=0))

@@ -181,3 +181,41 @@ def test_instance_state_takes_an_attribute_of_ours(engine):
         state._txnsafety_read = ((), None)
         assert state._txnsafety_read == ((), None)
         assert "__dict__" in type(state).__slots__ or not hasattr(type(state), "__slots__")
+
+
+def test_attribute_impl_is_equal_is_what_the_flush_compares_with():
+    """``class_manager[key].impl.is_equal``: the flush hook asks it, as the flush does
+    (``persistence._collect_update_commands``), whether a set column is back to its
+    loaded value, instead of building a History per column."""
+    from sqlalchemy import inspect
+
+    mapper = inspect(Account)
+    for prop in mapper.column_attrs:
+        is_equal = mapper.class_manager[prop.key].impl.is_equal
+        assert is_equal(5, 5) is True and is_equal(5, 6) is not True
+
+
+def test_the_flush_hook_sees_what_the_update_sends(engine):
+    """A column set back to its loaded value is not sent (no UPDATE at all); one set
+    to another value is; the hook's view of "changed" must agree with the SQL."""
+    sent = []
+
+    def capture(conn, cursor, statement, *rest):
+        if statement.startswith("UPDATE"):
+            sent.append(statement)
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with Session(engine) as session:
+            acct = session.get(Account, 1)
+            old = acct.balance
+            acct.balance = old + 1
+            acct.balance = old          # back to the loaded value
+            session.flush()
+            assert sent == []
+            acct.owner = "someone else"
+            session.flush()
+            assert len(sent) == 1 and "owner" in sent[0] and "balance" not in sent[0]
+            session.rollback()
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)

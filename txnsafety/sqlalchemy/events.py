@@ -46,7 +46,6 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
-from sqlalchemy.orm.attributes import PASSIVE_NO_INITIALIZE, get_history
 from sqlalchemy.sql.elements import ClauseElement
 
 from .. import checker, context, policies
@@ -109,7 +108,7 @@ class SessionState:
 # -- per-class facts, computed once ------------------------------------------------
 
 class _ClassInfo:
-    __slots__ = ("versioned", "columns", "loaded_columns")
+    __slots__ = ("versioned", "columns", "loaded_columns", "compared")
 
     def __init__(self, cls: type) -> None:
         from sqlalchemy import inspect
@@ -117,6 +116,9 @@ class _ClassInfo:
         self.versioned = mapper.version_id_col is not None
         self.columns = tuple(prop.key for prop in mapper.column_attrs)
         self.loaded_columns = frozenset(prop.key for prop in mapper.column_attrs if not prop.deferred)
+        #: (key, the attribute's own equality) per column: what the flush compares a set
+        #: value with the loaded one by (``AttributeImpl.is_equal``, private; pinned by test).
+        self.compared = tuple((key, mapper.class_manager[key].impl.is_equal) for key in self.columns)
 
 
 _classes: dict[type, _ClassInfo] = {}
@@ -289,10 +291,17 @@ def _on_load(state: Any, context: Any) -> None:
         if policy is _MISSING:
             policy = policy_of(cls)
         txn = session_state.txn
-        for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
-        if policy is None and not settings.strict and (txn is not None or not for_update):
-            return  # not checked, and not a FOR UPDATE read outside any transaction (TXN108)
-        _stamp_load(scope, leases, state, cls, session_state, txn, for_update)
+        if getattr(context.query, "_for_update_arg", None) is not None:  # private; pinned by test
+            if policy is not None or settings.strict or txn is None:  # else: not checked (no TXN108 either)
+                _stamp_load(scope, leases, state, cls, session_state, txn, True)
+            return
+        if policy is None and not settings.strict:
+            return
+        # The common row (a plain read), written out: _stamp_load(..., for_update=False).
+        obj = state.obj()
+        site = user_site(1) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
+        scope.stamps[id(obj)] = (obj, next(scope._clock), txn, leases, site, False, False)  # a ReadStamp
+        state._txnsafety_read = (leases, site) if leases or site is not None else _PLAIN_READ
     except StompingError:
         raise
     except Exception:
@@ -362,28 +371,38 @@ def _judge_update(state: Any) -> None:
     if not committed:
         return  # dirty through a relationship only: no UPDATE of this row's columns
     info = _classes.get(cls) or _info(cls)
-    changed: list[str] = []
-    atomic: list[str] = []
-    obj = state.obj()
-    for key in info.columns:
-        if key not in committed:
-            continue
-        added = get_history(obj, key, PASSIVE_NO_INITIALIZE).added
-        if not added:
-            continue  # set back to the value it had: no change is sent
-        if isinstance(added[0], ClauseElement):
-            atomic.append(key)    # obj.n = Model.n + 1: computed by the database
-        else:
-            changed.append(key)
+    changed, atomic = _changed_columns(state.dict, committed, info.compared)
     if not changed and not atomic:
         return
     versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
+    obj = state.obj()
     if changed and scope.stamps.get(id(obj)) is None:
         _earlier_read(obj, cls, state)
     if session_state.locks and changed and not info.versioned:
         _stale_lock(obj, cls, session_state)
     checker.write(scope, obj, cls, policy, _key(state), frozenset(changed or atomic), False,
                   session_state.txn, versioned, None, _WRITE_DEPTH)
+
+
+def _changed_columns(values: dict[str, Any], committed: dict[str, Any],
+                     compared: tuple[tuple[str, Any], ...]) -> tuple[list[str], list[str]]:
+    """The columns the coming UPDATE sends: (set to a value, set to a SQL expression).
+
+    The flush's own test (``persistence._collect_update_commands``): a column set
+    since the load is sent unless the attribute's equality says it is back to the
+    loaded value; an expression (``Model.n + 1``) is computed by the database.
+    """
+    changed: list[str] = []
+    atomic: list[str] = []
+    for key, is_equal in compared:
+        if key not in committed:
+            continue
+        value = values.get(key, _MISSING)
+        if hasattr(value, "__clause_element__") or isinstance(value, ClauseElement):
+            atomic.append(key)
+        elif value is _MISSING or is_equal(value, committed[key]) is not True:
+            changed.append(key)
+    return changed, atomic
 
 
 #: Frames between the flush's caller and :func:`txnsafety.checker.write`; the sites are

@@ -35,6 +35,7 @@ from txnsafety.codes import CODES
 
 from .config import NOT_LOCKS, Config, Vocab, name_matches, vocab_for, IMPORT_ROOTS
 from .model import Entity, Finding, Mutation, Scope
+from .sessions import SessionTypes, is_session_type, shape_of_cst
 
 # ---------------------------------------------------------------- prefilter
 
@@ -156,6 +157,22 @@ def chain(expr: cst.BaseExpression) -> tuple[list[str], list[cst.Call], cst.Base
             break
     names.reverse()
     return names, calls, expr
+
+
+def receiver_prefix(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The object a call chain starts from: ``own`` in ``own.get(M, 1)`` and in
+    ``own.execute(q).scalar_one()``, ``self.db`` in ``self.db.get(M, 1)``; None when the
+    chain does not start at a plain name or attribute."""
+    node = call.func.value if isinstance(call.func, cst.Attribute) else None
+    while node is not None:
+        inner = node
+        while isinstance(inner, cst.Attribute):
+            inner = inner.value
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute):
+            node = inner.func.value
+            continue
+        return node if isinstance(inner, cst.Name) else None
+    return None
 
 
 def terminal(call: cst.Call) -> str:
@@ -315,6 +332,20 @@ UNPROTECTED_POLICIES = frozenset({"dangerously_written_outside_transaction",
                                   "dangerously_written_outside_transaction_or_user_lock"})
 #: policies under which only a lock protects a read-modify-write (a transaction does not)
 LOCK_POLICIES = frozenset({"written_with_user_lock"})
+#: policies under which only a transaction protects a read-modify-write (a user lock does not:
+#: the runtime's ``Protection.TRANSACTION`` looks at the read's and the write's transactions
+#: alone).  ``written_in_transaction_or_user_lock`` is not here: either protection counts.
+TXN_POLICIES = frozenset({"written_in_transaction"})
+
+
+def protection_needed(policy: Optional[str]) -> str:
+    """What a caller must hold for an unprotected helper's write to count as protected:
+    ``"lock"``, ``"txn"`` or ``"any"`` (the model's policy decides, as in ``judge``)."""
+    if policy in LOCK_POLICIES:
+        return "lock"
+    if policy in TXN_POLICIES:
+        return "txn"
+    return "any"
 
 
 class GetInfo:
@@ -681,6 +712,8 @@ class FunctionAnalyzer:
         self.taint: dict[str, set] = dict(outer.taint) if outer else {}
         self.querysets: dict[str, GetInfo] = dict(outer.querysets) if outer else {}
         self.sessions: set[str] = set(outer.sessions) if outer else set()
+        #: local name -> what it holds, as sessions.SessionTypes resolves it ("": unknown)
+        self.types: dict[str, str] = dict(outer.types) if outer else {}
         self.new_objects: dict[str, str] = {}
         self.check_vars: dict[str, tuple] = {}
         self.stack: list[Scope] = list(outer.stack) if outer else []
@@ -741,6 +774,7 @@ class FunctionAnalyzer:
             self.param_order.append(pname)
             if pname == "cls":
                 continue
+            self.types[pname] = self.param_type(p, first=not self.param_order[:-1])
             ent = Entity(pname, line, (), "param", framework=None)
             self.params[pname] = ent
             self.entities[pname] = ent
@@ -777,6 +811,39 @@ class FunctionAnalyzer:
         if name_matches(name, v.locks) and call is not None:
             return Scope("lock", label, line, decorator=decorator)
         return None
+
+    # -- sessions made by factories (see sessions.py)
+    def resolved_type(self, expr: cst.BaseExpression) -> Optional[str]:
+        """What ``expr`` holds when it can be resolved from definitions (a session, a
+        session factory, an instance of a class holding one...), else None."""
+        types = self.mod.session_types
+        if types is None:
+            return None
+        return types.type_of(self.mod.filename, shape_of_cst(expr), self.types)
+
+    def param_type(self, param: cst.Param, first: bool) -> str:
+        """A parameter's type from its annotation (``stack: SyncStack``), or ``self`` in a
+        method; "" when unknown (the local hides a module-level name of the same spelling)."""
+        types = self.mod.session_types
+        if types is None:
+            return ""
+        if first and self.is_method and self.outer is None and param.name.value == "self":
+            return f"inst:{self.mod.filename}:{self.qualname.split('.')[0]}"
+        if param.annotation is None:
+            return ""
+        shape = shape_of_cst(param.annotation.annotation)
+        return types.annotation_type(self.mod.filename, shape, 0) or ""
+
+    def note_local(self, name: str, value: cst.BaseExpression) -> None:
+        """Remember what local ``name`` now holds; a resolved session joins ``sessions``."""
+        t = self.resolved_type(value) if isinstance(value, (cst.Call, cst.Name, cst.Attribute,
+                                                            cst.Await)) else None
+        self.types[name] = t or ""
+        if is_session_type(t):
+            self.sessions.add(name)
+
+    def typed_session(self, expr: Optional[cst.BaseExpression]) -> bool:
+        return expr is not None and is_session_type(self.resolved_type(expr))
 
     def stack_ids(self) -> set[int]:
         return {id(s) for s in self.stack}
@@ -953,6 +1020,8 @@ class FunctionAnalyzer:
                         if any(terminal(cc) == "with_for_update" for cc in chain(a.value)[1]):
                             for_update = True
 
+        typed_name = None
+
         def mk(model, getter, fw, maybe_none=False, locked=False):
             key = code_of(call)
             key = re.sub(r"\.(select_for_update|with_for_update)\([^()]*\)", "", key)
@@ -962,6 +1031,7 @@ class FunctionAnalyzer:
                     if "session" in n.lower() or n in self.sessions:
                         session = n
                         break
+                session = session or typed_name
             if session:
                 key = key.replace(session + ".", "<session>.", 1)
             info = GetInfo(model, getter or model or name, key, fw, for_update=for_update,
@@ -989,6 +1059,11 @@ class FunctionAnalyzer:
         # SQLAlchemy
         recv = names[:-1]
         sessionish = any("session" in n.lower() for n in recv) or (root_name in self.sessions)
+        if not sessionish and term in _SQLA_TERMINALS:
+            typed = receiver_prefix(call)
+            if self.typed_session(typed):
+                sessionish = True
+                typed_name = dotted(typed)
         if term == "get" and (sessionish or root_name in ("db",)) and first_arg_name(call) \
                 and is_model_name(first_arg_name(call) or "") and len(call.args) >= 2:
             return mk(first_arg_name(call), None, "sqlalchemy", maybe_none=True)
@@ -1054,6 +1129,7 @@ class FunctionAnalyzer:
         self.entities[name] = ent
         self.taint.pop(name, None)
         self.params.pop(name, None)
+        self.types[name] = ""
         return ent
 
     def assign(self, targets, value: cst.BaseExpression, node: cst.CSTNode) -> None:
@@ -1120,6 +1196,7 @@ class FunctionAnalyzer:
                     self.new_objects.pop(n, None)
                 if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():
                     self.sessions.add(n)
+                self.note_local(n, value)
             elif isinstance(tgt, cst.Attribute):
                 self.mutate_attr(tgt, value, line)
             elif isinstance(tgt, cst.Subscript):
@@ -1346,7 +1423,8 @@ class FunctionAnalyzer:
 
     def is_session(self, recv: cst.BaseExpression) -> bool:
         d = dotted(recv)
-        return "session" in d.lower() or d in self.sessions or d.split(".")[0] in self.sessions
+        return "session" in d.lower() or d in self.sessions or d.split(".")[0] in self.sessions \
+            or self.typed_session(recv)
 
     def update_fields(self, call: cst.Call):
         """False: no update_fields; True: given but not literal; else the set of names."""
@@ -1417,7 +1495,7 @@ class FunctionAnalyzer:
         # an unprotected helper is fine when every caller protects it: with a lock, for a
         # model that only a lock protects
         self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
-                    and ent.source != "param", need="lock" if ent.policy in LOCK_POLICIES else "any")
+                    and ent.source != "param", need=protection_needed(ent.policy))
 
     def check_internal(self, ent: Entity, w_line: int) -> None:
         """TXN103 in one function: two objects for the same row, both written."""
@@ -1628,6 +1706,8 @@ class FunctionAnalyzer:
                 self.calls_in(expr)
                 if as_name and ("session" in dotted(expr).lower() or "connect" in dotted(expr)):
                     self.sessions.add(as_name)
+                elif as_name:
+                    self.note_local(as_name, expr)     # ``with stack.Auto() as own:``
         self.block(node.body)
         line = self.line(node)
         for scope in reversed(pushed):
@@ -1708,13 +1788,21 @@ class FunctionAnalyzer:
 
 def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[tuple]:
     """Which code (if any) a read-modify-write of ``ent`` written under ``stack`` earns."""
-    if ent.versioned or ent.locked_read or ent.policy in UNPROTECTED_POLICIES:
+    if ent.versioned or ent.policy in UNPROTECTED_POLICIES:
         return None
     counter = any(m.kind == "counter" for m in relevant)
+    if ent.policy in TXN_POLICIES:
+        return judge_txn(ent, stack, counter)
+    if ent.locked_read:
+        return None
     if ent.policy in LOCK_POLICIES:
         return judge_lock(ent, stack, counter)
-    R = [s for s in ent.scopes]
-    W = list(stack)
+    return _judge_scopes(ent, list(ent.scopes), list(stack), counter)
+
+
+def _judge_scopes(ent: Entity, R: list, W: list, counter: bool) -> Optional[tuple]:
+    """The judgement of a read under scopes ``R`` and a write under ``W`` (outermost first),
+    where every scope in them counts as protection."""
     r_ids = {id(s) for s in R}
     w_ids = {id(s) for s in W}
     if ent.for_update and ent.released_line is not None:
@@ -1745,6 +1833,22 @@ def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[t
         return None
     txn = common[-1]
     return ("TXN106" if counter else "TXN109", txn)
+
+
+def judge_txn(ent: Entity, stack: tuple, counter: bool) -> Optional[tuple]:
+    """``judge`` for a model that only a transaction protects (``@written_in_transaction``),
+    as the runtime's ``_transaction_problem`` judges it: user locks (``user_write_lock()``,
+    ``fetch_under_lock()``, any configured lock) are not looked at, so a read-modify-write
+    under a lock but outside a transaction is TXN102 (TXN106 for a counter), and a read
+    under only a lock then written in a transaction is TXN101."""
+    R = [s for s in ent.scopes if s.kind == "txn"]
+    W = [s for s in stack if s.kind == "txn"]
+    result = _judge_scopes(ent, R, W, counter)
+    if result is not None and result[1] is None:
+        locks = [s for s in stack if s.kind == "lock"] or [s for s in ent.scopes if s.kind == "lock"]
+        if locks:       # say why the lock held around it does not count
+            return (result[0], ("no-txn", locks[-1]))
+    return result
 
 
 def judge_lock(ent: Entity, stack: tuple, counter: bool) -> Optional[tuple]:
@@ -1817,10 +1921,16 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
             "(read by the caller, outside it)"
         if ent.policy in LOCK_POLICIES and ent.source != "param":
             where = "outside any lock"
+        elif ent.policy in TXN_POLICIES and ent.source != "param" and \
+                any(s.kind == "lock" for s in ent.scopes):
+            model = f"`{ent.model}`" if ent.model else "its model"
+            where = f"under a lock but outside any transaction ({model} is declared @{ent.policy})"
         return (f"TXN101 half-protected: `{name}` {src} {where}, {verb} at line {w_line} inside "
                 f"`{scope.label}` (line {scope.line}); {fix}")
     if code in ("TXN102", "TXN106") and isinstance(detail, tuple) and detail[0] == "no-lock":
         return _compose_no_lock(code, ent, src, w_line, verb, relevant, detail[1], vocab)
+    if code in ("TXN102", "TXN106") and isinstance(detail, tuple) and detail[0] == "no-txn":
+        return _compose_no_txn(code, ent, src, w_line, verb, relevant, detail[1], vocab)
     if code in ("TXN102", "TXN106") and detail is None:
         fw = _fw(ent, vocab)
         if code == "TXN106":
@@ -1894,6 +2004,26 @@ def _compose_no_lock(code: str, ent: Entity, src: str, w_line: int, verb: str, r
             f"line {w_line} {why}; {fix}")
 
 
+def _compose_no_txn(code: str, ent: Entity, src: str, w_line: int, verb: str, relevant: list,
+                    lock: Scope, vocab: Vocab) -> str:
+    """TXN102/TXN106 for a model that only a transaction protects, written under a user lock
+    but outside any transaction (the lock is named: it is why the code looked safe)."""
+    model = f"`{ent.model}`" if ent.model else "its model"
+    why = (f"outside any transaction ({model} is declared @{ent.policy}, so `{lock.label}` "
+           f"(line {lock.line}) does not protect it)")
+    fw = _fw(ent, vocab)
+    lock_row = "with_for_update()" if fw == "sqlalchemy" else "select_for_update()"
+    fix = f"do the read and the write in one transaction and read the row with {lock_row}"
+    if code == "TXN106":
+        attr = next(m.attr for m in relevant if m.kind == "counter")
+        mline = next(m.line for m in relevant if m.kind == "counter")
+        return (f"TXN106 lost-update counter: `{ent.name}.{attr}` changed in Python at line {mline} "
+                f"from the value {src} and {verb} at line {w_line} {why}; {fix}, or "
+                f"{_counter_fix(fw, attr)}")
+    return (f"TXN102 unprotected: `{ent.name}` {src}, changed ({_fields(relevant)}) and {verb} at "
+            f"line {w_line} {why}; {fix}")
+
+
 def _counter_fix(fw: str, attr: str) -> str:
     if fw == "django":
         return f"update it atomically with F('{attr}') (`.update({attr}=F('{attr}') + n)`)"
@@ -1933,6 +2063,8 @@ class ModuleAnalyzer:
         self.resolve_external = None
         #: only here for its loader helpers (analyze_project): nothing of its own is analysed
         self.loaders_only = False
+        #: resolves sessions made by factories (this module alone, or the project's modules)
+        self.session_types: Optional[SessionTypes] = None
 
     def add(self, f: Finding) -> None:
         self.findings.append(f)
@@ -1946,6 +2078,7 @@ class ModuleAnalyzer:
         """Analyse this module on its own (flake8 sees one file at a time)."""
         if not self.prepare():
             return []
+        self.session_types = SessionTypes({self.filename: self.tree})
         self.analyze()
         self.resolve_calls([self], self.call_sites, lambda site: self.functions.get(site.callee))
         return self.results()
@@ -2352,8 +2485,11 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
             return target(m, name)
         return resolve_external
 
+    session_types = SessionTypes({path: tree for path, _source, tree in files},
+                                 lambda path, alias, as_module: resolve(path, alias, as_module))
     plans = []
     for m in mods.values():
+        m.session_types = session_types
         m.resolve_external = resolver(m)
         external = set()
         loaders = set()

@@ -366,6 +366,101 @@ def test_user_lock_model_written_by_a_helper_under_a_transaction():
     assert [c for _l, c in codes(src)] == ["TXN106"]
 
 
+# -- written_in_transaction: only a transaction protects it (a user lock does not)
+
+IN_TXN = "@txnsafety.written_in_transaction()"
+TXN_OR_LOCK = "@txnsafety.written_in_transaction_or_user_lock(lambda m: m.user_id)"
+
+
+@pytest.mark.parametrize("body, want", [
+    ("""\
+        def f(uid):
+            with user_write_lock(uid):
+                m = Item.objects.get(pk=uid)
+                m.n += 1
+                m.save()
+        """, [(5, "TXN106")]),                    # runtime: TXN102 (no transaction at all)
+    ("""\
+        def f(uid):
+            with user_write_lock(uid):
+                m = Item.objects.get(pk=uid)
+                m.s = m.s + "!"
+                m.save()
+        """, [(5, "TXN102")]),
+    ("""\
+        def f(uid):
+            with user_write_lock(uid):
+                m = Item.objects.get(pk=uid)
+                with transaction.atomic():
+                    m.n = 5 - m.n
+                    m.save()
+        """, [(6, "TXN101")]),                    # runtime: read outside any transaction
+    ("""\
+        def f(uid):
+            with user_write_lock(uid):
+                with transaction.atomic():
+                    m = Item.objects.select_for_update().get(pk=uid)
+                    m.n += 1
+                    m.save()
+        """, []),
+    ("""\
+        def f(uid):
+            with transaction.atomic():
+                with user_write_lock(uid):
+                    m = Item.objects.select_for_update().get(pk=uid)
+                    m.n += 1
+                    m.save()
+        """, []),                                 # the row lock lasts until the commit
+])
+def test_transaction_model_is_judged_by_its_transaction(body, want):
+    assert codes(django(IN_TXN, body)) == [(HEAD_LINES + line, code) for line, code in want]
+
+
+def test_transaction_model_under_a_lock_message_names_the_lock():
+    found = analyze_source(django(IN_TXN, """\
+        def f(uid):
+            with user_write_lock(uid):
+                m = Item.objects.get(pk=uid)
+                m.n += 1
+                m.save()
+        """))
+    assert [f.code for f in found] == ["TXN106"]
+    msg = found[0].message
+    assert "@written_in_transaction" in msg and "`Item`" in msg
+    assert "user_write_lock(uid)" in msg and "outside any transaction" in msg
+
+
+def test_transaction_or_lock_model_keeps_counting_the_lock():
+    body = """\
+        def f(uid):
+            with user_write_lock(uid):
+                m = Item.objects.get(pk=uid)
+                m.n += 1
+                m.save()
+        """
+    assert codes(django(TXN_OR_LOCK, body)) == []
+    assert codes(django("", body)) == []
+
+
+def test_transaction_model_helper_called_under_a_lock_is_still_reported():
+    helper = """\
+        def bump(uid):
+            m = Item.objects.get(pk=uid)
+            m.n += 1
+            m.save()
+
+
+        def view(uid):
+            with {outer}:
+                bump(uid)
+        """
+    assert codes(django(IN_TXN, helper.format(outer="user_write_lock(uid)"))) == [
+        (HEAD_LINES + 4, "TXN106")]
+    # a caller's transaction does protect it (as for a model without a policy)
+    assert codes(django(IN_TXN, helper.format(outer="transaction.atomic()"))) == []
+    assert codes(django(TXN_OR_LOCK, helper.format(outer="user_write_lock(uid)"))) == []
+
+
 # -- across modules (txnsafety lint)
 
 MODELS = textwrap.dedent("""\

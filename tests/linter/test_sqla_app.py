@@ -18,11 +18,13 @@ APP = ROOT / "fixtures" / "sqla_app"
 
 #: (file, function) -> [(code, entity named in the message)]
 EXPECTED = {
+    ("asgi_app.py", "internal"): [("TXN103", "tally")],      # AsyncStack(..., async_sessionmaker(...))
     ("asgi_app.py", "unprotected"): [("TXN106", "acct.balance")],
     ("asgi_app.py", "scope_changed"): [("TXN106", "acct.balance")],
     ("asgi_app.py", "weak_isolation"): [("TXN106", "acct.balance")],
     ("asgi_app.py", "versioned"): [("TXN106", "acct.balance")],
     ("counters.py", "increment"): [("TXN106", "counter.n")],
+    ("scenarios.py", "internal"): [("TXN103", "tally")],     # stack.Auto(): a sessionmaker field
     ("scenarios.py", "unprotected"): [("TXN106", "acct.balance")],
     ("scenarios.py", "scope_changed"): [("TXN106", "acct.balance")],
     ("scenarios.py", "weak_isolation"): [("TXN106", "acct.balance")],

@@ -13,11 +13,17 @@ shared machine:
   of its own (``--wall`` switches to ``time.perf_counter``);
 * a contender may have a ``setup`` (switch hooks on or off), run before its turn
   and followed by one untimed call, so the timed calls see the process as it is
-  in production, where the hooks stay put.
+  in production, where the hooks stay put;
+* the youngest generation of garbage is collected before each turn, so the
+  collections a contender's allocations trigger fall on its own time.
+
+Rounds that follow each other drift together, so the interval is somewhat optimistic;
+it says how precise one run is, not how far apart two runs may land.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import statistics
 import time
@@ -93,6 +99,7 @@ def compare(contenders: dict[str, Entry], *, baseline: str, rounds: int = 200, p
                 entry.setup()
                 entry.run()  # untimed: the first call after a switch
             run, clock = entry.run, _clock
+            gc.collect(0)  # the young garbage of the contender before is not collected on this one's time
             start = clock()
             for _ in range(per_round):
                 run()

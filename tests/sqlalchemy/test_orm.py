@@ -9,7 +9,7 @@ import asyncio
 import threading
 
 import pytest
-from sqlalchemy import create_engine, select, update
+from sqlalchemy import create_engine, inspect, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, scoped_session, selectinload, sessionmaker
 
@@ -423,6 +423,22 @@ def test_fetch_under_lock_with_sqlalchemy_entities(stack, txnsafety_violations):
             counter.n += 1
             session.commit()
     assert txnsafety_violations.codes() == ["TXN101"]
+
+
+def test_an_object_read_under_a_lock_still_pickles(stack):
+    """The read's mark rides along when the object is pickled (a cache server), but not
+    its leases: a lease belongs to the request that held it and need not pickle."""
+    import pickle
+
+    from txnsafety.locks import user_write_lock
+    from txnsafety.sqlalchemy.events import _READ_ATTR
+    with stack.Weak(expire_on_commit=False) as session, user_write_lock("counter:1"):
+        counter = session.get(LockedCounter, 1)
+        assert getattr(inspect(counter), _READ_ATTR)[0]         # read under the lease
+        session.commit()
+    copy = pickle.loads(pickle.dumps(counter))
+    assert copy.n == counter.n
+    assert getattr(inspect(copy), _READ_ATTR)[0] == ()
 
 
 def test_async_fetch_under_lock(fresh_db, txnsafety_violations):

@@ -131,3 +131,11 @@ def test_object_cached_from_an_earlier_request_is_half_protected(web_app, txnsaf
     app.post("/scenario/cached", variant="load")
     app.post("/scenario/cached", variant="safe")           # re-read in the writing request
     assert txnsafety_violations.codes() == ["TXN101"]
+
+
+def test_object_cached_through_pickle_is_still_half_protected(web_app, txnsafety_violations):
+    """A cache server keeps entities pickled: the read's mark must survive the round trip."""
+    assert web_app.post("/scenario/cached", variant="load").status_code == 200
+    assert web_app.post("/scenario/cached", variant="pickled").status_code == 200
+    assert txnsafety_violations.codes() == ["TXN101"]
+    assert txnsafety_violations[0].read_site.function == "cached"

@@ -336,6 +336,26 @@ def _stamp_load(scope: Any, leases: tuple[Any, ...], state: Any, cls: type, sess
 _PLAIN_READ: tuple[tuple[Any, ...], None] = ((), None)
 
 
+def _on_pickle(state: Any, state_dict: dict[str, Any]) -> None:
+    """``InstanceEvents.pickle``: carry the read's mark into a pickled object.
+
+    A cache that pickles entities (dogpile.cache, Redis) is where Khan's cached
+    entity lives; ``InstanceState.__getstate__`` keeps ``info`` but not our own
+    attribute.  The leases are dropped: a lease is not the later request's, and
+    need not pickle; the site (plain strings and a number) is kept for the report.
+    """
+    mark = getattr(state, _READ_ATTR, None)
+    if mark is not None:
+        state_dict[_READ_ATTR] = _PLAIN_READ if mark[1] is None else ((), mark[1])
+
+
+def _on_unpickle(state: Any, state_dict: dict[str, Any]) -> None:
+    """``InstanceEvents.unpickle``: restore the mark :func:`_on_pickle` carried."""
+    mark = state_dict.get(_READ_ATTR)
+    if mark is not None:
+        setattr(state, _READ_ATTR, mark)
+
+
 _MISSING: Any = object()
 
 
@@ -451,6 +471,8 @@ _MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
     ("refresh", _on_refresh, {"raw": True}),
     ("before_update", _before_update, {"raw": True, "retval": True}),
     ("after_insert", _after_insert, {"raw": True, "retval": True}),
+    ("pickle", _on_pickle, {"raw": True}),
+    ("unpickle", _on_unpickle, {"raw": True}),
 )
 _install_lock = threading.Lock()
 _installed = False

@@ -313,9 +313,12 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
     raises what :func:`record_write` would (in ``raise`` mode a violation ends
     here, unremembered); the caller guards it.
     """
-    table = history_model or cls
-    history_key = (_model_names.get(table) or model_name(table), repr(key))
-    history = scope.writes.get(history_key)
+    history_key = (history_model or cls, key)  # the row: its table's class and its key
+    try:
+        history = scope.writes.get(history_key)
+    except TypeError:  # an unhashable key: by its text
+        history_key = (history_key[0], repr(key))
+        history = scope.writes.get(history_key)
     me = id(entity)
     if _cannot_stomp(policy, scope.stamps.get(me), transaction, created, versioned, written, history, me):
         site = user_site(depth) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None

@@ -143,8 +143,8 @@ class RequestScope:
         #: id(entity) -> the read's entry (see :mod:`txnsafety.checker`); the entry's
         #: strong reference to the entity keeps ids unique.
         self.stamps: dict[int, tuple[Any, ...]] = {}
-        #: (model, key) -> {id(entity): (tick, fields, site) of that object's latest write}.
-        self.writes: dict[tuple[str, str], dict[int, tuple[Any, ...]]] = {}
+        #: (model class, key) -> {id(entity): (tick, fields, site) of that object's latest write}.
+        self.writes: dict[tuple[type, Any], dict[int, tuple[Any, ...]]] = {}
         self.violations: list[Any] = []
         self.reported: set[tuple[Any, ...]] = set()
         self.single_writer: str | None = None

@@ -144,6 +144,22 @@ def test_txn103_still_checked_for_legacy_models(store, txnsafety_violations):
     assert txnsafety_violations.codes() == ["TXN103"]
 
 
+def test_txn103_rows_are_told_apart_by_equal_keys_even_unhashable_ones(store, txnsafety_violations):
+    """A row is its model and its key: equal keys are one row (1 and 1.0 alike), and a
+    key that cannot be hashed (a data layer's list of key parts) is compared by its text."""
+    with store.transaction():
+        a = store.get(Account, 1)
+        b = store.get(Account, 1)
+        txnsafety.record_write(b, key=1.0)
+        txnsafety.record_write(a, key=1)
+        c = store.get(Account, 1)
+        d = store.get(Account, 1)
+        txnsafety.record_write(d, key=[1, "eu"])
+        txnsafety.record_write(c, key=[1, "us"])   # another row: nothing erased
+        txnsafety.record_write(c, key=[1, "eu"])   # d's row, read before d wrote it
+    assert txnsafety_violations.codes() == ["TXN103", "TXN103"]
+
+
 # -- TXN104 scope changed ----------------------------------------------------------------
 
 def test_txn104_read_in_one_transaction_written_in_another(store, txnsafety_violations):

@@ -35,7 +35,7 @@ from txnsafety.codes import CODES
 
 from .config import NOT_LOCKS, Config, Vocab, name_matches, vocab_for, IMPORT_ROOTS
 from .model import Entity, Finding, Mutation, Scope
-from .sessions import SessionTypes, is_session_type, shape_of_cst
+from .sessions import SessionTypes, cst_local_names, is_session_type, shape_of_cst
 
 # ---------------------------------------------------------------- prefilter
 
@@ -768,6 +768,9 @@ class FunctionAnalyzer:
             self.stack.append(Scope("txn", label, line, retrying=retrying,
                                     serializable=serializable, decorator=True,
                                     framework="ndb" if ndb else None))
+        if self.mod.session_types is not None:
+            # this function's own names are not the module's (nor an enclosing function's)
+            self.types.update(dict.fromkeys(cst_local_names(node), ""))
         params = node.params
         for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
             pname = p.name.value
@@ -819,7 +822,7 @@ class FunctionAnalyzer:
         types = self.mod.session_types
         if types is None:
             return None
-        return types.type_of(self.mod.filename, shape_of_cst(expr), self.types)
+        return types.expression_type(self.mod.filename, shape_of_cst(expr), self.types)
 
     def param_type(self, param: cst.Param, first: bool) -> str:
         """A parameter's type from its annotation (``stack: SyncStack``), or ``self`` in a
@@ -828,11 +831,12 @@ class FunctionAnalyzer:
         if types is None:
             return ""
         if first and self.is_method and self.outer is None and param.name.value == "self":
-            return f"inst:{self.mod.filename}:{self.qualname.split('.')[0]}"
+            cls = self.qualname.rpartition(".")[0]       # "Outer.Inner": not a module-level class
+            return f"inst:{self.mod.filename}:{cls}" if cls and "." not in cls else ""
         if param.annotation is None:
             return ""
-        shape = shape_of_cst(param.annotation.annotation)
-        return types.annotation_type(self.mod.filename, shape, 0) or ""
+        shape = shape_of_cst(param.annotation.annotation, annotation=True)
+        return types.param_type(self.mod.filename, shape) or ""
 
     def note_local(self, name: str, value: cst.BaseExpression) -> None:
         """Remember what local ``name`` now holds; a resolved session joins ``sessions``."""

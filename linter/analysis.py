@@ -2082,7 +2082,10 @@ class ModuleAnalyzer:
         """Analyse this module on its own (flake8 sees one file at a time)."""
         if not self.prepare():
             return []
-        self.session_types = SessionTypes({self.filename: self.tree})
+        # Alone, a module can only make a session from SQLAlchemy's own names (sessions.py):
+        # without one of them in its text, nothing it holds resolves to a session.
+        if _SESSION_WORDS.search(self.source):
+            self.session_types = SessionTypes({self.filename: self.tree})
         self.analyze()
         self.resolve_calls([self], self.call_sites, lambda site: self.functions.get(site.callee))
         return self.results()
@@ -2362,6 +2365,11 @@ class ModuleAnalyzer:
                         f"{hr}/{hw}), and one write erases the other; pass `{ent.name}` to the helper "
                         f"instead of re-reading")))
                 return
+
+
+#: What a module must mention to make a SQLAlchemy session on its own (``sessionmaker``,
+#: ``async_sessionmaker``, ``scoped_session``, ``async_scoped_session``, ``Session(...)``).
+_SESSION_WORDS = re.compile(r"sessionmaker|scoped_session|Session")
 
 
 def _calls_re(names) -> "re.Pattern[str]":

@@ -165,7 +165,7 @@ def record_read(
             policy = policy_of(cls)
         if policy is None and not settings.strict:
             return
-        if site is CURRENT:  # sites.may_want_sites(), inlined, before the real question
+        if site is CURRENT:  # no call while no model wants its sites (see sites.wants_site)
             site = user_site(1) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
         # a ReadStamp's fields, as a plain tuple (see ReadStamp)
         scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
@@ -176,17 +176,15 @@ def record_read(
 
 
 def stamp(scope: RequestScope, entity: Any, transaction: Transaction | None, leases: tuple[LeaseLike, ...],
-          for_update: bool, site: Site | None) -> tuple[Any, ...]:
-    """Record the read of ``entity`` in ``scope`` and return its stamp (a plain tuple
-    shaped like :class:`ReadStamp`).
+          for_update: bool, site: Site | None) -> None:
+    """Record the read of ``entity`` in ``scope`` (a plain tuple shaped like :class:`ReadStamp`).
 
     The step :func:`record_read` ends with, for an integration's per-row hook that
     has already found the scope, the leases, the policy and the site itself (the
     SQLAlchemy load event, Django's ``from_db``); it reports nothing, so TXN108
     still goes through :func:`record_read`.
     """
-    made = scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
-    return made
+    scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
 
 
 def _report_lock_outside_transaction(scope: RequestScope, model: type, key: Any) -> None:
@@ -306,7 +304,7 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
           depth: int) -> None:
     """The step :func:`record_write` ends with, for an integration's per-write hook that
     has already found the scope, the class, its policy (``STRICT_DEFAULT`` when it has
-    none) and the transaction (SQLAlchemy's flush).
+    none) and the transaction (SQLAlchemy's flush, Django's ``save()``).
 
     ``depth`` counts the frames between the write's caller and this one (1: called
     by the code that writes); the full judgement looks for sites from there.  It

@@ -212,24 +212,6 @@ _EMPTY: _State = (None, (), ())
 _state: contextvars.ContextVar[_State] = contextvars.ContextVar("txnsafety_state", default=_EMPTY)
 
 
-class _ScopeView:
-    """``_scope.get()``: the request scope of this context, read from ``_state``.
-
-    What :mod:`txnsafety.hops` and other code that only asks "is a request being
-    checked?" read.  Not a context variable of its own: keeping a second one in
-    step would cost two more context changes per request.
-    """
-
-    __slots__ = ()
-
-    def get(self) -> RequestScope | None:
-        scope, _, _ = _state.get()
-        return scope
-
-
-_scope = _ScopeView()
-
-
 def current_scope() -> RequestScope | None:
     """The request scope in force, or None outside any request."""
     scope, _, _ = _state.get()

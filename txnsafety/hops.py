@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .context import _scope
+from .context import current_scope
 from .sites import caller_site, user_site
 
 _MARK = "__txnsafety_hop__"
@@ -28,7 +28,7 @@ def install() -> None:
 
     @functools.wraps(original)
     async def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _scope.get() is None:
+        if current_scope() is None:
             return await original(self, *args, **kwargs)
         token = caller_site.set(user_site(1) or caller_site.get())
         try:

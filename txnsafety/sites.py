@@ -121,26 +121,12 @@ sites_wanted: set[type] = set()
 def wants_site(model: type) -> bool:
     """Whether reads and writes of ``model`` are located now (the ``read_sites`` setting).
 
-    Hot paths call it only when :func:`may_want_sites` says it can be true.
+    Hot paths ask it only when ``sites_wanted or settings.read_sites == "always"``
+    (written out where they are, to spare a call): until a model has had a
+    violation, no read is located.
     """
     mode = settings.read_sites
     return mode == "always" or (mode == "adaptive" and model in sites_wanted)
-
-
-def may_want_sites() -> bool:
-    """False when :func:`wants_site` is False for every model: the cheap test a read or
-    write makes first (in production, until a model has had a violation)."""
-    return bool(sites_wanted) or settings.read_sites == "always"
-
-
-def read_site(model: type, skip: int = 1) -> Site | None:
-    """:func:`user_site` for a read of ``model``, or None when the setting says not to look.
-
-    An integration calls it once per statement, from its own hook, and passes
-    the result to ``record_read(site=...)`` for every row: the frames between the
-    hook and ``record_read`` are never materialised.
-    """
-    return user_site(skip + 1) if wants_site(model) else None
 
 
 def _segments(frame: Any) -> Iterator[Any]:

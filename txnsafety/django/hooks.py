@@ -53,11 +53,11 @@ from django.db.models.query import ModelIterable, QuerySet
 from django.db.models.signals import pre_save
 
 from .. import context, policies
-from ..checker import guarded, model_name, read_stamp, record_read, record_write, restamp, stamp
+from ..checker import guarded, model_name, read_stamp, record_read, restamp, stamp, write
 from ..codes import Code
 from ..config import settings
 from ..context import current_scope
-from ..policies import Policy, policy_of
+from ..policies import STRICT_DEFAULT, Policy, policy_of
 from ..report import StompingError, Violation, report
 from ..sites import sites_wanted, user_site, user_trace, wants_site
 from . import transactions as txns
@@ -254,17 +254,20 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
         policy = _cached_policy(cls, _MISSING)
         if policy is _MISSING:
             policy = policy_of(cls)
-        if policy is None and not settings.strict:
-            return
+        if policy is None:
+            if not settings.strict:
+                return
+            policy = STRICT_DEFAULT
         using = using or instance._state.db or DEFAULT_DB_ALIAS
         if created is None:
             created = bool(instance._state.adding)
         txn = txns.transaction_for(using)
         key = row_key(instance.pk, using)
-        if policy is not None and policy.versioned_field and not versioned and not created:
+        if policy.versioned_field and not versioned and not created:
             _check_unversioned_write(instance, policy, key, txn)
-        record_write(instance, model=cls, history_model=history_model(cls), key=key,
-                     fields=_field_names(cls, fields), created=created, transaction=txn, versioned=versioned)
+        # record_write's last step, without its look-ups again (scope, policy, transaction)
+        write(scope, instance, cls, policy, key, _field_names(cls, fields), created, txn, versioned,
+              history_model(cls), 1)
     except StompingError:
         raise
     except Exception:

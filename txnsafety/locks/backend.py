@@ -218,11 +218,8 @@ def _retrieve_outcome(attempt: "asyncio.Future[Grant]") -> None:
             done.exception()
     if attempt.done():
         consume(attempt)
-        return
-    try:
+    else:
         attempt.add_done_callback(consume)
-    except RuntimeError:  # pragma: no cover - the loop is already closed
-        pass
 
 
 _factories: dict[str, Callable[[str], Backend]] = {}

@@ -291,16 +291,22 @@ def _on_load(state: Any, context: Any) -> None:
         if policy is _MISSING:
             policy = policy_of(cls)
         txn = session_state.txn
-        if getattr(context.query, "_for_update_arg", None) is not None:  # private; pinned by test
-            if policy is not None or settings.strict or txn is None:  # else: not checked (no TXN108 either)
-                _stamp_load(scope, leases, state, cls, session_state, txn, True)
-            return
+        for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
+        if for_update:
+            if txn is None:  # TXN108, whatever the policy: record_read reports it
+                _locked_outside_transaction(state, cls)
+                return
+            for_update = not session_state.ignores_for_update  # SQLite renders no FOR UPDATE
         if policy is None and not settings.strict:
             return
-        # The common row (a plain read), written out: _stamp_load(..., for_update=False).
         obj = state.obj()
         site = user_site(1) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
-        scope.stamps[id(obj)] = (obj, next(scope._clock), txn, leases, site, False, False)  # a ReadStamp
+        scope.stamps[id(obj)] = (obj, next(scope._clock), txn, leases, site, for_update, False)  # checker.stamp
+        # Remember the read on the object's InstanceState: if the object outlives this request
+        # (a cache, a module global) and is written in a later one, that write is half-protected.
+        # Not the stamp: it holds the object, and the cycle would keep it in the identity map.
+        # An attribute of our own, not ``state.info``: that memoized dict costs a Python call
+        # and a new dict per row (InstanceState keeps a ``__dict__`` slot; pinned by a test).
         state._txnsafety_read = (leases, site) if leases or site is not None else _PLAIN_READ
     except StompingError:
         raise
@@ -308,28 +314,14 @@ def _on_load(state: Any, context: Any) -> None:
         checker.log.exception("txnsafety: internal error while stamping a SQLAlchemy read (the request goes on)")
 
 
-def _stamp_load(scope: Any, leases: tuple[Any, ...], state: Any, cls: type, session_state: SessionState,
-                txn: Transaction | None, for_update: bool) -> None:
-    """Stamp the row of ``state`` as :func:`txnsafety.checker.stamp` does (inlined: every row)."""
-    if for_update and txn is not None and session_state.ignores_for_update:
-        for_update = False  # SQLite renders no FOR UPDATE: the read locked nothing
+def _locked_outside_transaction(state: Any, cls: type) -> None:
+    """A row read FOR UPDATE with no transaction to hold the lock: ``record_read``
+    reports TXN108 and stamps it (when the class is checked) like any read."""
     obj = state.obj()
-    if for_update and txn is None:  # TXN108: let record_read report it
-        checker.record_read(obj, model=cls, key=_key(state), transaction=None, for_update=True)
-        made = checker.read_stamp(obj)
-        if made is None:
-            return
-        leases, site = made.leases, made.site
-    else:
-        site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
-        # a ReadStamp's fields, as a plain tuple (txnsafety.checker.stamp, inlined)
-        scope.stamps[id(obj)] = (obj, next(scope._clock), txn, leases, site, for_update, False)
-    # Remember the read on the object's InstanceState: if the object outlives this request
-    # (a cache, a module global) and is written in a later one, that write is half-protected.
-    # Not the stamp: it holds the object, and the cycle would keep it in the identity map.
-    # An attribute of our own, not ``state.info``: that memoized dict costs a Python call
-    # and a new dict per row (InstanceState keeps a ``__dict__`` slot; pinned by a test).
-    state._txnsafety_read = (leases, site) if leases or site is not None else _PLAIN_READ
+    checker.record_read(obj, model=cls, key=_key(state), transaction=None, for_update=True)
+    made = checker.read_stamp(obj)
+    if made is not None:
+        state._txnsafety_read = (made.leases, made.site)
 
 
 #: What a read with no lease and no site leaves on its InstanceState (shared, immutable).

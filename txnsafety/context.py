@@ -131,6 +131,9 @@ class RequestScope:
     no lock and deciding costs more than the rest of opening the scope.
     """
 
+    __slots__ = ("name", "_priority", "_id", "stamps", "writes", "violations", "reported", "_cleanups", "_clock",
+                 "__weakref__")
+
     #: Guards the few shared lists and sets below.  One for all scopes: the sections are
     #: a few instructions long and rare (a lock taken, a violation), a lock per request is not.
     _lock = threading.Lock()
@@ -147,7 +150,6 @@ class RequestScope:
         self.writes: dict[tuple[type, Any], dict[int, tuple[Any, ...]]] = {}
         self.violations: list[Any] = []
         self.reported: set[tuple[Any, ...]] = set()
-        self.single_writer: str | None = None
         self._cleanups: list[Callable[[], None]] = []
         self._clock: Iterator[int] = itertools.count(1)
 

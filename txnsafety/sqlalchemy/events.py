@@ -5,12 +5,13 @@
 extension.  What happens then:
 
 * **Transactions.**  Every *root* ``SessionTransaction`` gets its own
-  :class:`txnsafety.Transaction`, minted when the Session begins it
-  (``after_transaction_create`` marks the root, ``after_begin`` computes the
-  isolation verdict from the connection, :mod:`.isolation`).  Savepoints and the
-  internal subtransactions of a flush share the root.  A root that runs on an
-  ``AUTOCOMMIT`` connection is **no transaction** (``None``): its reads and
-  writes are outside any transaction (TXN101/TXN102, TXN108 for FOR UPDATE).
+  :class:`txnsafety.Transaction`, minted when its first connection begins
+  (``after_begin``, the only Session event listened to: nothing reaches the
+  database without a connection; the isolation verdict comes from that
+  connection, :mod:`.isolation`).  Savepoints and the internal subtransactions
+  of a flush share the root.  A root that runs on an ``AUTOCOMMIT`` connection
+  is **no transaction** (``None``): its reads and writes are outside any
+  transaction (TXN101/TXN102, TXN108 for FOR UPDATE).
 * **Reads.**  ``InstanceEvents.load`` (first load of a row) and ``refresh``
   (expired attributes, ``populate_existing``, ``Session.refresh``; only a refresh
   of every column re-stamps the object, a partial one leaves older values in it)
@@ -72,27 +73,32 @@ _READ_ATTR = "_txnsafety_read"  # on the InstanceState: (leases, site) of the la
 class SessionState:
     """What the checker tracks for one Session (kept in ``session.info``)."""
 
-    __slots__ = ("root", "txn", "begun", "autocommit", "ignores_for_update", "locks", "__weakref__")
+    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "__weakref__")
 
     def __init__(self) -> None:
-        self.root: Any = None                 # the root SessionTransaction
+        #: The root SessionTransaction this state describes.  Held (not its id: a new root
+        #: could reuse a dead one's id and inherit its identity) until the next root begins.
+        self.root: Any = None
         self.txn: Transaction | None = None   # its checker identity (None: no transaction)
-        self.begun = False                    # a connection joined the root
         self.autocommit = False
         self.ignores_for_update = False
         #: (tick, entity classes) of each FOR UPDATE statement of this root transaction.
         self.locks: list[tuple[int, tuple[type, ...]]] = []
 
     def start(self, root: Any) -> None:
-        self.root, self.txn, self.begun, self.autocommit, self.ignores_for_update = root, None, False, False, False
+        self.root, self.txn, self.autocommit, self.ignores_for_update = root, None, False, False
         self.locks = []
+
+    def is_current(self, session: Session) -> bool:
+        """True while the root transaction described is the Session's own (it has not ended)."""
+        return self.root is not None and self.root is session.get_transaction()
 
     def join(self, verdict: Verdict) -> None:
         """A connection began in the current root: fold its verdict in (weakest wins)."""
         if verdict.dialect in IGNORES_FOR_UPDATE:
             self.ignores_for_update = True
         if not verdict.transactional:
-            self.autocommit, self.txn, self.begun = True, None, True
+            self.autocommit, self.txn = True, None
             return
         if self.autocommit:
             return
@@ -102,13 +108,12 @@ class SessionState:
                                        database=verdict.database, label="sqlalchemy")
         elif self.txn.prevents_lost_update and not verdict.prevents_lost_update:
             self.txn = dataclasses.replace(self.txn, isolation=verdict.isolation, prevents_lost_update=False)
-        self.begun = True
 
 
 # -- per-class facts, computed once ------------------------------------------------
 
 class _ClassInfo:
-    __slots__ = ("versioned", "columns", "loaded_columns", "compared")
+    __slots__ = ("versioned", "columns", "loaded_columns", "equality")
 
     def __init__(self, cls: type) -> None:
         from sqlalchemy import inspect
@@ -116,9 +121,9 @@ class _ClassInfo:
         self.versioned = mapper.version_id_col is not None
         self.columns = tuple(prop.key for prop in mapper.column_attrs)
         self.loaded_columns = frozenset(prop.key for prop in mapper.column_attrs if not prop.deferred)
-        #: (key, the attribute's own equality) per column: what the flush compares a set
-        #: value with the loaded one by (``AttributeImpl.is_equal``, private; pinned by test).
-        self.compared = tuple((key, mapper.class_manager[key].impl.is_equal) for key in self.columns)
+        #: column key -> the attribute's own equality: what the flush compares a set value
+        #: with the loaded one by (``AttributeImpl.is_equal``, private; pinned by test).
+        self.equality = {key: mapper.class_manager[key].impl.is_equal for key in self.columns}
 
 
 _classes: dict[type, _ClassInfo] = {}
@@ -149,26 +154,22 @@ def _state_of(session: Session | None) -> SessionState | None:
 
 # -- Session events ------------------------------------------------------------------
 
-def _after_transaction_create(session: Session, transaction: Any) -> None:
-    if transaction.parent is not None:
-        return  # savepoint, or a flush's subtransaction: same root
+def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
+    """``SessionEvents.after_begin``: a connection joined a transaction of the Session.
+
+    The only Session event we listen to.  No read or write reaches the database
+    without a connection, so the first ``after_begin`` of a root transaction is
+    where its identity starts (a savepoint joins its root); a state left from an
+    ended root is simply replaced, and needs no ``after_transaction_end``.
+    """
     state = session.info.get(INFO_KEY)
     if state is None:
         state = session.info[INFO_KEY] = SessionState()
-    state.start(transaction)
-
-
-def _after_transaction_end(session: Session, transaction: Any) -> None:
-    state = session.info.get(INFO_KEY)
-    if state is not None and state.root is transaction:
-        state.start(None)
-
-
-def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
-    state = session.info.get(INFO_KEY)
-    if state is None:  # instrumented after the transaction was created
-        state = session.info[INFO_KEY] = SessionState()
-        state.start(session.get_transaction())
+    root = transaction
+    while root.parent is not None:  # a savepoint (SAVEPOINT on the root's connection)
+        root = root.parent
+    if state.root is not root:
+        state.start(root)
     try:
         verdict = verdict_for(connection)
     except Exception:  # never break the application's transaction
@@ -207,8 +208,9 @@ def _note_lock(conn: Any, clauseelement: Any) -> None:
     ref = conn.__dict__.get(_CONN_KEY)
     state = ref() if ref is not None else None
     scope = current_scope()
-    if state is None or state.root is None or scope is None or not settings.enabled:
-        return
+    if (state is None or scope is None or not settings.enabled
+            or state.root is None or not state.root.is_active):
+        return  # not a Session's connection, outside a request, or the Session's transaction ended
     try:
         classes = tuple(d["entity"] for d in clauseelement.column_descriptions
                         if isinstance(d.get("entity"), type))
@@ -375,46 +377,70 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
 
 def _judge_update(state: Any) -> None:
     scope = _get_state()[0]
-    checked = _checked_write(scope, state)
-    if checked is None:
+    if scope is None or not settings.enabled:
         return
-    session_state, cls, policy = checked
     committed = state.committed_state  # private (pinned): the attributes set since the load
     if not committed:
         return  # dirty through a relationship only: no UPDATE of this row's columns
-    info = _classes.get(cls) or _info(cls)
-    changed, atomic = _changed_columns(state.dict, committed, info.compared)
-    if not changed and not atomic:
+    cls = state.class_
+    policy = _cached_policy(cls, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(cls)
+    if policy is None:
+        if not settings.strict:
+            return
+        policy = STRICT_DEFAULT
+    session = state.session
+    session_state = session.info.get(INFO_KEY) if session is not None else None
+    if session_state is None:
         return
-    versioned = info.versioned or not changed  # atomic-only: cannot stomp, still remembered
+    info = _classes.get(cls) or _info(cls)
+    changed, atomic = _changed_columns(state.dict, committed, info.equality)
+    if not changed:
+        if not atomic:
+            return
+        # only SQL expressions (``n = Model.n + 1``): atomic, cannot stomp; still remembered
+        checker.write(scope, state.obj(), cls, policy, _key(state), frozenset(atomic), False,
+                      session_state.txn, True, None, _WRITE_DEPTH)
+        return
     obj = state.obj()
-    if changed and scope.stamps.get(id(obj)) is None:
+    if scope.stamps.get(id(obj)) is None:
         _earlier_read(obj, cls, state)
-    if session_state.locks and changed and not info.versioned:
+    if session_state.locks and not info.versioned:
         _stale_lock(obj, cls, session_state)
-    checker.write(scope, obj, cls, policy, _key(state), frozenset(changed or atomic), False,
-                  session_state.txn, versioned, None, _WRITE_DEPTH)
+    checker.write(scope, obj, cls, policy, _key(state), frozenset(changed), False,
+                  session_state.txn, info.versioned, None, _WRITE_DEPTH)
 
 
 def _changed_columns(values: dict[str, Any], committed: dict[str, Any],
-                     compared: tuple[tuple[str, Any], ...]) -> tuple[list[str], list[str]]:
+                     equality: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The columns the coming UPDATE sends: (set to a value, set to a SQL expression).
 
     The flush's own test (``persistence._collect_update_commands``): a column set
     since the load is sent unless the attribute's equality says it is back to the
     loaded value; an expression (``Model.n + 1``) is computed by the database.
+    Only the attributes set since the load are looked at (``committed`` holds
+    their loaded values), usually one or two; relationships are not columns.
     """
     changed: list[str] = []
     atomic: list[str] = []
-    for key, is_equal in compared:
-        if key not in committed:
-            continue
+    for key, loaded in committed.items():
+        is_equal = equality.get(key)
+        if is_equal is None:
+            continue  # a relationship or another non-column attribute
         value = values.get(key, _MISSING)
-        if hasattr(value, "__clause_element__") or isinstance(value, ClauseElement):
+        if type(value) in _PLAIN_VALUES:
+            if is_equal(value, loaded) is not True:
+                changed.append(key)
+        elif hasattr(value, "__clause_element__") or isinstance(value, ClauseElement):
             atomic.append(key)
-        elif value is _MISSING or is_equal(value, committed[key]) is not True:
+        elif value is _MISSING or is_equal(value, loaded) is not True:
             changed.append(key)
     return changed, atomic
+
+
+#: Value types that are never SQL expressions: no need to ask (most columns hold one).
+_PLAIN_VALUES = frozenset({int, str, float, bool, bytes, type(None)})
 
 
 #: Frames between the flush's caller and :func:`txnsafety.checker.write`; the sites are
@@ -451,8 +477,6 @@ def _checked_write(scope: Any, state: Any) -> tuple[SessionState, type, Policy] 
 
 
 _SESSION_EVENTS = (
-    ("after_transaction_create", _after_transaction_create),
-    ("after_transaction_end", _after_transaction_end),
     ("after_begin", _after_begin),
 )
 #: (event, listener, listen() keywords).  The MapperEvents take ``retval=True``: without
@@ -566,6 +590,8 @@ def is_instrumented(session: Any) -> bool:
 
 def transaction_of(session: Any) -> Transaction | None:
     """The checker's identity of ``session``'s current root transaction (None: none, or AUTOCOMMIT)."""
+    if isinstance(session, scoped_session):
+        session = session()  # this scope's Session
     sync = getattr(session, "sync_session", session)
     state = sync.info.get(INFO_KEY)
-    return state.txn if state is not None else None
+    return state.txn if state is not None and state.is_current(sync) else None

@@ -280,13 +280,9 @@ def record_write(
         return
     try:
         cls = model or type(entity)
-        policy = _cached_policy(cls, _MISSING)
-        if policy is _MISSING:
-            policy = policy_of(cls)
+        policy = write_policy(cls)
         if policy is None:
-            if not settings.strict:
-                return
-            policy = STRICT_DEFAULT
+            return
         if key is None:
             key = getattr(entity, "pk", None) or getattr(entity, "id", None)
         if transaction is CURRENT:
@@ -297,6 +293,17 @@ def record_write(
         raise
     except Exception:
         log.exception("txnsafety: internal error in %s (the request goes on)", "record_write")
+
+
+def write_policy(cls: type) -> Policy | None:
+    """The policy a write of ``cls`` is judged by: its own; ``STRICT_DEFAULT`` in
+    strict mode when it has none; None when the write is not checked at all."""
+    policy = _cached_policy(cls, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(cls)
+    if policy is None and settings.strict:
+        return STRICT_DEFAULT
+    return policy
 
 
 def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any, written: frozenset[str] | None,

@@ -53,11 +53,11 @@ from django.db.models.query import ModelIterable, QuerySet
 from django.db.models.signals import pre_save
 
 from .. import context, policies
-from ..checker import guarded, model_name, read_stamp, record_read, restamp, stamp, write
+from ..checker import guarded, model_name, read_stamp, record_read, restamp, stamp, write, write_policy
 from ..codes import Code
 from ..config import settings
 from ..context import current_scope
-from ..policies import STRICT_DEFAULT, Policy, policy_of
+from ..policies import Policy, policy_of
 from ..report import StompingError, Violation, report
 from ..sites import sites_wanted, user_site, user_trace, wants_site
 from . import transactions as txns
@@ -251,13 +251,9 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
         return
     try:
         cls = type(instance)
-        policy = _cached_policy(cls, _MISSING)
-        if policy is _MISSING:
-            policy = policy_of(cls)
+        policy = write_policy(cls)
         if policy is None:
-            if not settings.strict:
-                return
-            policy = STRICT_DEFAULT
+            return
         using = using or instance._state.db or DEFAULT_DB_ALIAS
         if created is None:
             created = bool(instance._state.adding)

@@ -52,7 +52,7 @@ from sqlalchemy.sql.elements import ClauseElement
 from .. import checker, context, policies
 from ..config import settings
 from ..context import Transaction, current_scope, new_transaction
-from ..policies import STRICT_DEFAULT, Policy, policy_of
+from ..policies import Policy, policy_of
 from ..report import StompingError
 from ..sites import sites_wanted, user_site, wants_site
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
@@ -383,13 +383,9 @@ def _judge_update(state: Any) -> None:
     if not committed:
         return  # dirty through a relationship only: no UPDATE of this row's columns
     cls = state.class_
-    policy = _cached_policy(cls, _MISSING)
-    if policy is _MISSING:
-        policy = policy_of(cls)
+    policy = checker.write_policy(cls)
     if policy is None:
-        if not settings.strict:
-            return
-        policy = STRICT_DEFAULT
+        return
     session = state.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
     if session_state is None:
@@ -465,13 +461,9 @@ def _checked_write(scope: Any, state: Any) -> tuple[SessionState, type, Policy] 
     if scope is None or not settings.enabled:
         return None
     cls = state.class_
-    policy = _cached_policy(cls, _MISSING)
-    if policy is _MISSING:
-        policy = policy_of(cls)
+    policy = checker.write_policy(cls)
     if policy is None:
-        if not settings.strict:
-            return None
-        policy = STRICT_DEFAULT
+        return None
     session_state = _state_of(state.session)
     return None if session_state is None else (session_state, cls, policy)
 

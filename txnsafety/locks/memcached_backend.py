@@ -33,6 +33,7 @@ URL query options: ``prefix`` (default ``txnsafety``), ``max_backoff`` (seconds)
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import random
 import socket
@@ -47,6 +48,8 @@ from .errors import BackendUnavailable, LockTimeout
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
+
+log = logging.getLogger("txnsafety.locks")
 
 MARKER_TTL = 2
 
@@ -173,6 +176,9 @@ class MemcachedBackend(Backend):
         waited_on: str | None = None
         registered = False     # counted in this process's waiter count
         counted = False        # counted in the server's interactive-waiter counter
+        # True from sending the add until its outcome is settled: an exception raised
+        # meanwhile may leave the lock won in memcached by a call that reports failure
+        in_doubt = False
         conn: _Conn | None = None
         try:
             conn = self._conn()
@@ -190,6 +196,7 @@ class MemcachedBackend(Backend):
                 else:
                     marker = ""
                 start = time.monotonic()
+                in_doubt = True
                 conn.send(marker.encode() + f"ma {fkey} N0 J{time.time_ns() // 1000} v\r\n".encode() + add)
                 interactive_waiting = False
                 if marker:
@@ -202,11 +209,14 @@ class MemcachedBackend(Backend):
                 if head[0] == b"HD":
                     cas = int(_flag(head, b"c") or b"0")
                     if not interactive_waiting:
-                        return Grant(int(fence_raw), start=start, waited=start - t0, waited_on=waited_on,
-                                     handle=(cas, data))
+                        grant = Grant(int(fence_raw), start=start, waited=start - t0, waited_on=waited_on,
+                                      handle=(cas, data))
+                        in_doubt = False
+                        return grant
                     # an interactive waiter is queued: a batch acquirer steps back
                     conn.send(f"md {mkey} C{cas}\r\n".encode())
                     conn.line()
+                in_doubt = False
                 if waited_on is None:
                     _, current = self._get(conn, mkey)
                     if current is not None:
@@ -230,12 +240,40 @@ class MemcachedBackend(Backend):
         finally:
             if registered:
                 self._count(req.backend_key, -1)
-            if counted and conn is not None:
+            if in_doubt:
+                # raising with the add's outcome unsettled: give back what we may have won
+                self._abandon(mkey, data)
+            elif counted and conn is not None:
+                # Bookkeeping only (the counter forgets us after MARKER_TTL anyway): no
+                # failure here may replace the call's outcome, above all a won lock's Grant.
                 try:
                     conn.send(f"ma {ikey} MD v\r\n".encode())
                     conn.value()
-                except (OSError, ProtocolError):
+                except Exception as exc:
+                    log.warning("txnsafety: memcached %s: could not uncount an interactive waiter of "
+                                "lock %r: %r", self.name, req.key, exc)
                     self._drop()
+
+    def _abandon(self, mkey: str, data: bytes) -> None:
+        """Best-effort delete of the lock item a failing ``acquire`` may have added.
+
+        The add may have stored the item although its reply was lost or unreadable;
+        left alone the lock would stay taken, by nobody who knows it, until its TTL.
+        The item is ours only if it holds our value (the token is unique to the call),
+        and ``md`` with the CAS just read deletes it only if nobody wrote it since.
+        A failure here is logged: the TTL is then the last resort.
+        """
+        self._drop()  # the failed connection may still carry unread replies
+        try:
+            conn = self._conn()
+            head, current = self._get(conn, mkey)
+            if current == data:
+                conn.send(f"md {mkey} C{(_flag(head, b'c') or b'0').decode()}\r\n".encode())
+                conn.line()
+        except Exception as exc:
+            log.warning("txnsafety: memcached %s: could not give back %s after a failed acquire "
+                        "(it ends with its TTL): %r", self.name, mkey, exc)
+            self._drop()
 
     def _count(self, bk: str, delta: int) -> None:
         with self._mutex:

@@ -6,7 +6,9 @@ thing ``instrument()`` accepts; the refetcher; what is deliberately not reported
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 
 import pytest
 from sqlalchemy import create_engine, inspect, select, update
@@ -147,6 +149,31 @@ def test_uninstrumented_sessions_cost_nothing_and_report_nothing(fresh_db, txnsa
 
 
 # -- transactions -----------------------------------------------------------------------
+
+def test_rows_turned_into_objects_after_the_commit_were_read_outside_it(stack):
+    with stack.Main() as session:
+        result = session.execute(select(Account).where(Account.id == 1))
+        session.commit()
+        acct = result.scalars().first()          # the ORM makes the object now, after the root ended
+        assert stamp(acct) is not None and stamp(acct).transaction is None
+        assert transaction_of(session) is None
+
+
+def test_an_ended_session_is_freed_without_the_cycle_collector(stack):
+    """Our per-Session state must not tie the Session into a reference cycle once its
+    transaction ended (a server that freezes or disables the GC would keep every one)."""
+    session = stack.Main()
+    session.get(Account, 1)
+    session.commit()
+    session.close()
+    gone = weakref.ref(session)
+    gc.disable()
+    try:
+        del session
+        assert gone() is None
+    finally:
+        gc.enable()
+
 
 def test_each_root_transaction_has_its_own_identity_savepoints_share_it(stack):
     with stack.Main() as session:

@@ -6,12 +6,12 @@ extension.  What happens then:
 
 * **Transactions.**  Every *root* ``SessionTransaction`` gets its own
   :class:`txnsafety.Transaction`, minted when its first connection begins
-  (``after_begin``, the only Session event listened to: nothing reaches the
-  database without a connection; the isolation verdict comes from that
-  connection, :mod:`.isolation`).  Savepoints and the internal subtransactions
-  of a flush share the root.  A root that runs on an ``AUTOCOMMIT`` connection
-  is **no transaction** (``None``): its reads and writes are outside any
-  transaction (TXN101/TXN102, TXN108 for FOR UPDATE).
+  (``after_begin``: nothing reaches the database without a connection; the
+  isolation verdict comes from that connection, :mod:`.isolation`) and dropped
+  when it ends (``after_transaction_end``).  Savepoints and the internal
+  subtransactions of a flush share the root.  A root that runs on an
+  ``AUTOCOMMIT`` connection is **no transaction** (``None``): its reads and
+  writes are outside any transaction (TXN101/TXN102, TXN108 for FOR UPDATE).
 * **Reads.**  ``InstanceEvents.load`` (first load of a row) and ``refresh``
   (expired attributes, ``populate_existing``, ``Session.refresh``; only a refresh
   of every column re-stamps the object, a partial one leaves older values in it)
@@ -76,8 +76,7 @@ class SessionState:
     __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "__weakref__")
 
     def __init__(self) -> None:
-        #: The root SessionTransaction this state describes.  Held (not its id: a new root
-        #: could reuse a dead one's id and inherit its identity) until the next root begins.
+        #: The root SessionTransaction this state describes, until it ends.
         self.root: Any = None
         self.txn: Transaction | None = None   # its checker identity (None: no transaction)
         self.autocommit = False
@@ -88,10 +87,6 @@ class SessionState:
     def start(self, root: Any) -> None:
         self.root, self.txn, self.autocommit, self.ignores_for_update = root, None, False, False
         self.locks = []
-
-    def is_current(self, session: Session) -> bool:
-        """True while the root transaction described is the Session's own (it has not ended)."""
-        return self.root is not None and self.root is session.get_transaction()
 
     def join(self, verdict: Verdict) -> None:
         """A connection began in the current root: fold its verdict in (weakest wins)."""
@@ -154,13 +149,21 @@ def _state_of(session: Session | None) -> SessionState | None:
 
 # -- Session events ------------------------------------------------------------------
 
+def _after_transaction_end(session: Session, transaction: Any) -> None:
+    """The root ended: rows turned into objects from now on (a result iterated after
+    the commit) were read outside it, and the Session lets go of it."""
+    state = session.info.get(INFO_KEY)
+    if state is not None and state.root is transaction:
+        state.start(None)
+
+
 def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
     """``SessionEvents.after_begin``: a connection joined a transaction of the Session.
 
-    The only Session event we listen to.  No read or write reaches the database
-    without a connection, so the first ``after_begin`` of a root transaction is
-    where its identity starts (a savepoint joins its root); a state left from an
-    ended root is simply replaced, and needs no ``after_transaction_end``.
+    No read or write reaches the database without a connection, so the first
+    ``after_begin`` of a root transaction is where its identity starts (a savepoint
+    joins its root): no ``after_transaction_create`` listener, which SQLAlchemy
+    would call for every flush's subtransaction too.
     """
     state = session.info.get(INFO_KEY)
     if state is None:
@@ -208,9 +211,8 @@ def _note_lock(conn: Any, clauseelement: Any) -> None:
     ref = conn.__dict__.get(_CONN_KEY)
     state = ref() if ref is not None else None
     scope = current_scope()
-    if (state is None or scope is None or not settings.enabled
-            or state.root is None or not state.root.is_active):
-        return  # not a Session's connection, outside a request, or the Session's transaction ended
+    if state is None or state.root is None or scope is None or not settings.enabled:
+        return
     try:
         classes = tuple(d["entity"] for d in clauseelement.column_descriptions
                         if isinstance(d.get("entity"), type))
@@ -470,6 +472,7 @@ def _checked_write(scope: Any, state: Any) -> tuple[SessionState, type, Policy] 
 
 _SESSION_EVENTS = (
     ("after_begin", _after_begin),
+    ("after_transaction_end", _after_transaction_end),
 )
 #: (event, listener, listen() keywords).  The MapperEvents take ``retval=True``: without
 #: it SQLAlchemy wraps the listener in a Python function that returns EXT_CONTINUE, one
@@ -582,8 +585,6 @@ def is_instrumented(session: Any) -> bool:
 
 def transaction_of(session: Any) -> Transaction | None:
     """The checker's identity of ``session``'s current root transaction (None: none, or AUTOCOMMIT)."""
-    if isinstance(session, scoped_session):
-        session = session()  # this scope's Session
     sync = getattr(session, "sync_session", session)
     state = sync.info.get(INFO_KEY)
-    return state.txn if state is not None and state.is_current(sync) else None
+    return state.txn if state is not None else None

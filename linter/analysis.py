@@ -1938,8 +1938,7 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
     if code in ("TXN102", "TXN106") and detail is None:
         fw = _fw(ent, vocab)
         if code == "TXN106":
-            attr = next(m.attr for m in relevant if m.kind == "counter")
-            mline = next(m.line for m in relevant if m.kind == "counter")
+            attr, mline = _counter_change(relevant)
             return (f"TXN106 lost-update counter: `{name}.{attr}` changed in Python at line {mline} "
                     f"from the value {src} and {verb} at line {w_line} with no transaction or lock; "
                     f"{_counter_fix(fw, attr)}")
@@ -1973,8 +1972,7 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
         fw = _fw(ent, vocab, scope)
         iso = "READ COMMITTED"
         if code == "TXN106":
-            attr = next(m.attr for m in relevant if m.kind == "counter")
-            mline = next(m.line for m in relevant if m.kind == "counter")
+            attr, mline = _counter_change(relevant)
             return (f"TXN106 lost-update counter: `{name}.{attr}` changed in Python at line {mline} "
                     f"from the value {src} and {verb} at line {w_line} inside `{scope.label}` "
                     f"(line {scope.line}), which at {iso} does not lock the row; "
@@ -1997,8 +1995,7 @@ def _compose_no_lock(code: str, ent: Entity, src: str, w_line: int, verb: str, r
     fix = (f"hold user_write_lock() around the read and the write, or re-read it under the lock "
            f"with `with fetch_under_lock({ent.name}) as {ent.name}:`")
     if code == "TXN106":
-        attr = next(m.attr for m in relevant if m.kind == "counter")
-        mline = next(m.line for m in relevant if m.kind == "counter")
+        attr, mline = _counter_change(relevant)
         fw = _fw(ent, vocab, txn)
         atomic = _counter_fix(fw, attr) if fw in ("django", "sqlalchemy") else \
             "update it atomically in the database"
@@ -2019,13 +2016,18 @@ def _compose_no_txn(code: str, ent: Entity, src: str, w_line: int, verb: str, re
     lock_row = "with_for_update()" if fw == "sqlalchemy" else "select_for_update()"
     fix = f"do the read and the write in one transaction and read the row with {lock_row}"
     if code == "TXN106":
-        attr = next(m.attr for m in relevant if m.kind == "counter")
-        mline = next(m.line for m in relevant if m.kind == "counter")
+        attr, mline = _counter_change(relevant)
         return (f"TXN106 lost-update counter: `{ent.name}.{attr}` changed in Python at line {mline} "
                 f"from the value {src} and {verb} at line {w_line} {why}; {fix}, or "
                 f"{_counter_fix(fw, attr)}")
     return (f"TXN102 unprotected: `{ent.name}` {src}, changed ({_fields(relevant)}) and {verb} at "
             f"line {w_line} {why}; {fix}")
+
+
+def _counter_change(relevant: list) -> tuple[str, int]:
+    """(attribute, line) of the counter change among ``relevant`` (TXN106 has one)."""
+    change = next(m for m in relevant if m.kind == "counter")
+    return change.attr, change.line
 
 
 def _counter_fix(fw: str, attr: str) -> str:

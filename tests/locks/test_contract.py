@@ -193,6 +193,44 @@ def test_interactive_waiters_served_in_arrival_order(url: str, key: str) -> None
     assert order == [0, 1, 2, 3]
 
 
+def test_redis_same_millisecond_arrivals_keep_their_order(key: str, request: pytest.FixtureRequest) -> None:
+    """Arrival order is the order the server queued the waiters, not their clock reading.
+
+    Eight waiters are queued back to back inside one MULTI (tens of microseconds,
+    so most share a millisecond of the server clock), each with a token that sorts
+    *before* the tokens of those that arrived earlier: a queue ordered by arrival
+    time in milliseconds (ties broken by token) serves them in the wrong order.
+    Interactive and batch arrivals are interleaved; each class must keep its own order.
+    """
+    from tests.locks.conftest import backend_url
+    from txnsafety.locks import get_backend
+    from txnsafety.locks.backend import AcquireRequest
+
+    url = backend_url("redis", request)
+    backend = get_backend(url)
+    keys = backend.keys_for(key)[0]
+    arrivals = [(f"{15 - n:x}" * 32, Priority.BATCH if n % 2 else Priority.INTERACTIVE)
+                for n in range(8)]
+    assert [tok for tok, _ in arrivals] == sorted((tok for tok, _ in arrivals), reverse=True)
+    with global_lock(key, backend=url, lease=5, priority=Priority.INTERACTIVE):
+        pipe = backend.client.pipeline(transaction=True)
+        for tok, prio in arrivals:
+            req = AcquireRequest(key, key, tok, f"waiter-{tok[0]}", 5, 10, prio)
+            backend._s_acquire(keys=keys, args=backend._args(req, True), client=pipe)
+        assert [res[0] for res in pipe.execute()] == [0] * 8   # all queued behind the holder
+        assert backend_waiters(backend, key) == 8
+    # the release handed the lock to the head waiter; each one releases in turn
+    served = []
+    for _ in arrivals:
+        tok = backend.client.hget(keys[0], "token").decode()
+        served.append(tok)
+        assert backend._run(backend._s_release, backend._wire(key), (tok.encode(),)) == 1
+        backend.client.delete(backend.keys_for(key)[1] + tok)   # its (unread) wake-up signal
+    assert backend.client.exists(keys[0]) == 0 and backend_waiters(backend, key) == 0
+    assert served == ([tok for tok, prio in arrivals if prio is Priority.INTERACTIVE]
+                      + [tok for tok, prio in arrivals if prio is Priority.BATCH])
+
+
 def test_async_tasks_exclusion(url: str, key: str) -> None:
     async def main() -> int:
         counter = {"n": 0}

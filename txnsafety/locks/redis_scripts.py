@@ -4,7 +4,8 @@ Keys of one lock share a hash tag, so the scripts are cluster-safe:
 
 * ``KEYS[1]`` lock hash ``{token, owner, fence}`` with a PEXPIRE (the lease);
 * ``KEYS[2]`` fence counter (INCR on every grant; never expires);
-* ``KEYS[3]`` / ``KEYS[4]`` interactive / batch wait queues (ZSET token -> arrival ms);
+* ``KEYS[3]`` / ``KEYS[4]`` interactive / batch wait queues (ZSET token -> arrival
+  number: one more than the queue's last score, so ties never happen; see ACQUIRE);
 * ``KEYS[5]`` waiter hash ``token -> "alive_until_ms|lease_ms|owner"``;
 * ``ARGV[...]`` see each script; signal lists are ``<signal prefix><token>``, the
   signal prefix being ``KEYS[1]`` with its ``lock`` suffix replaced by ``s:``.
@@ -118,7 +119,13 @@ end
 if string.sub(ARGV[4], 2, 2) == '1' then
   local q = KEYS[3]
   if string.sub(ARGV[4], 1, 1) == 'b' then q = KEYS[4] end
-  if not redis.call('ZSCORE', q, tok) then redis.call('ZADD', q, now, tok) end
+  if not redis.call('ZSCORE', q, tok) then
+    -- Behind everyone queued now.  Not the clock: waiters arriving in the same
+    -- millisecond would tie, and a ZSET orders ties by member (a random token);
+    -- a wall-clock step back would put a newcomer ahead.
+    local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')[2]
+    redis.call('ZADD', q, (tonumber(last) or 0) + 1, tok)
+  end
   redis.call('HSET', KEYS[5], tok, (now + ALIVE_MS) .. '|' .. ARGV[3] .. '|' .. ARGV[2])
 end
 return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}

@@ -5,7 +5,7 @@ each, so drift (CPU frequency, the machine's other tenants) hits all of them
 alike; each round gives one ratio per contender against the baseline, and the
 figure to read is the median of those ratios, with its 95 % confidence interval.
 
-Two choices make the figure steady enough to compare against a 5 % target on a
+Three choices make the figure steady enough to compare against a 5 % target on a
 shared machine:
 
 * the clock is this thread's CPU time (``time.thread_time``), not wall time: a
@@ -17,15 +17,26 @@ shared machine:
 * the youngest generation of garbage is collected before each turn, so the
   collections a contender's allocations trigger fall on its own time.
 
-Rounds that follow each other drift together, so the interval is somewhat optimistic;
-it says how precise one run is, not how far apart two runs may land.
+Rounds that follow each other drift together, and a process has offsets of its own
+(hash seeds, memory layout, which contender's objects landed where): one process's
+interval says how precise that run is, not how far apart two runs may land.  Runs of
+the same code in separate processes differed by up to 5 points on the 2-core machine
+while each claimed +-1.5.  Hence ``--processes N`` (pyperf's remedy): the benchmark
+runs N times in fresh worker processes, one after the other, and the figure is the
+median of their N medians, printed with their range; the per-process figures are
+printed too.
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Union
@@ -47,6 +58,11 @@ class Comparison:
     medians: dict[str, float]
     samples: dict[str, list[float]] = field(repr=False)
     ratios: dict[str, tuple[float, float, float]]  # name -> (median, CI low, CI high)
+    #: Worker processes pooled (1: this process alone; the interval is then a 95 % CI,
+    #: else the range of the per-process medians).
+    processes: int = 1
+    per_process: dict[str, list[float]] = field(default_factory=dict, repr=False)
+    title: str = ""
 
     def overhead(self, name: str) -> float:
         """The median per-round ratio of ``name`` to the baseline, minus one."""
@@ -59,8 +75,11 @@ class Comparison:
     def summary(self, name: str, target: float = 0.05) -> str:
         mid, low, high = self.ratios[name]
         verdict = "within" if mid - 1 <= target else "over"
-        return (f"overhead of {name}: {100 * (mid - 1):+.1f} % (95 % CI {100 * (low - 1):+.1f} to "
+        return (f"overhead of {name}: {100 * (mid - 1):+.1f} % ({self.interval_label()} {100 * (low - 1):+.1f} to "
                 f"{100 * (high - 1):+.1f} %), {verdict} the {100 * target:.0f} % target")
+
+    def interval_label(self) -> str:
+        return "95 % CI" if self.processes == 1 else f"median of {self.processes} processes, range"
 
 
 Entry = Union[Callable[[], None], Contender]
@@ -68,23 +87,94 @@ Entry = Union[Callable[[], None], Contender]
 _clock: Callable[[], float] = time.thread_time
 
 
-def add_clock_option(parser: argparse.ArgumentParser) -> None:
-    """``--wall``: time with the wall clock instead of this thread's CPU time."""
+#: This process's part: None (time the contenders here), or the parent's pooled
+#: comparisons still to hand out, in the order the benchmark asks for them.
+_pooled: list[Comparison] | None = None
+#: A worker's file for its raw samples (the parent reads it), or None.
+_worker_out: str | None = None
+
+
+def add_options(parser: argparse.ArgumentParser, *, processes: int = 1) -> None:
+    """``--wall`` (wall clock instead of this thread's CPU time) and ``--processes N``."""
     parser.add_argument("--wall", action="store_true", help="time wall clock instead of CPU time")
+    parser.add_argument("--processes", type=int, default=processes, metavar="N",
+                        help=f"run in N fresh processes, one after the other, and pool them (default {processes})")
+    parser.add_argument("--worker-out", help=argparse.SUPPRESS)
 
 
-def use_clock(args: argparse.Namespace) -> None:
-    global _clock
-    _clock = time.perf_counter if getattr(args, "wall", False) else time.thread_time
-    print(f"clock: {'wall (perf_counter)' if _clock is time.perf_counter else 'CPU time of this thread'}")
+def start(args: argparse.Namespace) -> None:
+    """Apply the options; with ``--processes N`` > 1, run the N workers now.
+
+    The benchmark's own code then runs on unchanged: each :func:`compare` it calls
+    returns (and prints) the pooled figures of the workers' matching comparison
+    instead of timing anything in this process.
+    """
+    global _clock, _pooled, _worker_out
+    _clock = time.perf_counter if args.wall else time.thread_time
+    _worker_out = args.worker_out
+    if args.processes < 1:
+        raise SystemExit("--processes must be at least 1")
+    if _worker_out is None:
+        print(f"clock: {'wall (perf_counter)' if args.wall else 'CPU time of this thread'}")
+    if args.processes > 1 and _worker_out is None:
+        _pooled = _run_workers(args.processes)
+
+
+def _run_workers(count: int) -> list[Comparison]:
+    """Run this benchmark ``count`` times as ``--processes 1`` workers; pool what they timed."""
+    runs: list[list[dict]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for number in range(1, count + 1):
+            out = os.path.join(tmp, f"worker{number}.json")
+            # the same command line; argparse keeps an option's last value
+            command = [sys.executable, sys.argv[0], *sys.argv[1:], "--processes", "1", "--worker-out", out]
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.stderr.write(done.stdout + done.stderr)
+                raise SystemExit(f"worker process {number} failed (exit {done.returncode})")
+            with open(out) as f:
+                runs.append([json.loads(line) for line in f])
+            figures = "; ".join(f"{r['title'].split(':')[0] or 'comparison'}: " + ", ".join(
+                f"{name} {100 * (_median_ratio(r, name) - 1):+.1f} %" for name in r["names"] if name != r["baseline"])
+                for r in runs[-1])
+            print(f"process {number}/{count}: {figures}", flush=True)
+    print()
+    if len({len(run) for run in runs}) != 1:
+        raise SystemExit("the worker processes ran different comparisons")
+    return [_pool([run[i] for run in runs]) for i in range(len(runs[0]))]
+
+
+def _median_ratio(record: dict, name: str) -> float:
+    return statistics.median(a / b for a, b in zip(record["samples"][name], record["samples"][record["baseline"]]))
+
+
+def _pool(records: list[dict]) -> Comparison:
+    """One comparison from the same comparison run in several processes.
+
+    The figure for a contender is the median of the per-process median ratios, its
+    interval their range; the medians of seconds are over all samples.
+    """
+    first = records[0]
+    names, baseline = first["names"], first["baseline"]
+    samples = {name: [value for r in records for value in r["samples"][name]] for name in names}
+    per_process = {name: [_median_ratio(r, name) for r in records] for name in names}
+    ratios = {name: (statistics.median(values), min(values), max(values)) for name, values in per_process.items()}
+    return Comparison(baseline, {name: statistics.median(v) for name, v in samples.items()}, samples, ratios,
+                      processes=len(records), per_process=per_process, title=first["title"])
 
 
 def compare(contenders: dict[str, Entry], *, baseline: str, rounds: int = 200, per_round: int = 5,
             title: str = "") -> Comparison:
     """Time ``per_round`` calls of each contender per round; print a table; return the figures."""
+    names = list(contenders)
+    if _pooled is not None:  # the parent of worker processes: hand out their pooled figures
+        result = _pooled.pop(0)
+        if list(result.medians) != names or result.title != title:
+            raise SystemExit(f"the workers' comparison {result.title!r} is not {title!r}")
+        _print(result, names, title)
+        return result
     entries = {name: entry if isinstance(entry, Contender) else Contender(entry)
                for name, entry in contenders.items()}
-    names = list(entries)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for entry in entries.values():  # warm up: imports, caches, prepared statements
         if entry.setup:
@@ -107,7 +197,10 @@ def compare(contenders: dict[str, Entry], *, baseline: str, rounds: int = 200, p
     medians = {name: statistics.median(values) for name, values in samples.items()}
     ratios = {name: _median_with_ci([a / b for a, b in zip(samples[name], samples[baseline])])
               for name in names}
-    result = Comparison(baseline, medians, samples, ratios)
+    result = Comparison(baseline, medians, samples, ratios, title=title)
+    if _worker_out is not None:
+        with open(_worker_out, "a") as f:
+            f.write(json.dumps({"title": title, "baseline": baseline, "names": names, "samples": samples}) + "\n")
     _print(result, names, title)
     return result
 
@@ -125,7 +218,7 @@ def _median_with_ci(values: list[float]) -> tuple[float, float, float]:
 def _print(result: Comparison, names: list[str], title: str) -> None:
     if title:
         print(title)
-    print(f"  {'contender':<20}{'median':>12}{'p10':>12}{'p90':>12}{'ratio':>9}   95 % CI")
+    print(f"  {'contender':<20}{'median':>12}{'p10':>12}{'p90':>12}{'ratio':>9}   {result.interval_label()}")
     for name in names:
         values = sorted(result.samples[name])
         mid, low, high = result.ratios[name]

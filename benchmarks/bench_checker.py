@@ -20,7 +20,7 @@ from dataclasses import dataclass
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import txnsafety  # noqa: E402
-from benchmarks._compare import add_clock_option, compare, use_clock  # noqa: E402
+from benchmarks._compare import add_options, compare, start  # noqa: E402
 from fixtures.minidb import Entity, Store  # noqa: E402
 from webob import Request, Response  # noqa: E402
 from txnsafety.wsgi import TxnSafetyMiddleware  # noqa: E402
@@ -83,9 +83,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--per-round", type=int, default=5)
-    add_clock_option(parser)
+    add_options(parser, processes=5)
     args = parser.parse_args()
-    use_clock(args)
+    start(args)
     txnsafety.configure(mode="log")
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(os.path.join(tmp, "bench.sqlite3"))

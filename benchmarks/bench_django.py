@@ -65,7 +65,7 @@ from webob import Request  # noqa: E402
 import txnsafety  # noqa: E402
 from fixtures.django_app.models import Account, Counter  # noqa: E402
 from txnsafety.django import hooks  # noqa: E402
-from benchmarks._compare import Contender, add_clock_option, compare, use_clock  # noqa: E402
+from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
 
 #: ``django-admin startproject``'s MIDDLEWARE: what a real project runs on every request.
 DEFAULT_STACK = [
@@ -162,9 +162,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--per-round", type=int, default=3)
-    add_clock_option(parser)
+    add_options(parser, processes=5)
     args = parser.parse_args()
-    use_clock(args)
+    start(args)
     setup_data()
     violations: list = []
     txnsafety.add_listener(violations.append)

@@ -13,6 +13,8 @@ after round so drift hits both alike:
 
 The ratio ``checked / sqlalchemy`` is the overhead (target, DESIGN.md: within 5 %).
 A second table times the ORM work alone (no HTTP), the worst case for the ratio.
+A third times a read-only list endpoint (one ``select()`` of 200 rows, as JSON):
+the checker's cost there is per loaded row, and it is the largest.
 
     python benchmarks/bench_sqlalchemy.py [--rounds 100] [--per-round 3] [--wall]
 """
@@ -35,7 +37,7 @@ from txnsafety.context import RequestScope, close_scope, open_scope  # noqa: E40
 from txnsafety.sqlalchemy import events as ts_events  # noqa: E402
 from txnsafety.sqlalchemy import instrument, sqlite_transactions  # noqa: E402
 from txnsafety.wsgi import TxnSafetyMiddleware  # noqa: E402
-from benchmarks._compare import Contender, add_clock_option, compare, use_clock  # noqa: E402
+from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
 
 
 class Base(DeclarativeBase):
@@ -55,7 +57,7 @@ def work(maker: sessionmaker) -> list[dict]:
     """The request's data-layer work: 20 reads, 5 writes, one transaction."""
     with maker() as session, session.begin():
         items = [session.get(Item, key) for key in range(1, 16)]
-        items += session.scalars(select(Item).where(Item.id > 15).order_by(Item.id)).all()
+        items += session.scalars(select(Item).where(Item.id.between(16, 20)).order_by(Item.id)).all()
         for item in items[:5]:
             item.quantity += 1
         return [{"id": i.id, "quantity": i.quantity, "note": i.note} for i in items]
@@ -64,14 +66,34 @@ def work(maker: sessionmaker) -> list[dict]:
 def make_wsgi_request(maker: sessionmaker, checked: bool) -> Callable[[], None]:
     def app(environ, start_response):
         return Response(json={"items": work(maker)})(environ, start_response)
-    wrapped = TxnSafetyMiddleware(app) if checked else app
+    return _calling(TxnSafetyMiddleware(app) if checked else app)
 
+
+def _calling(wrapped: Callable) -> Callable[[], None]:
+    """One GET through the WSGI application, body read and closed, as a server does."""
     def request() -> None:
         status, _, body = Request.blank("/cart").call_application(wrapped)
         b"".join(body)
         getattr(body, "close", lambda: None)()
         assert status == "200 OK"
     return request
+
+
+#: Rows of the list endpoint (keys after the 20 of the request above).
+LIST_ROWS = 200
+
+
+def list_work(maker: sessionmaker) -> list[dict]:
+    """A list endpoint's data-layer work: one select() of LIST_ROWS rows, read only."""
+    with maker() as session, session.begin():
+        items = session.scalars(select(Item).where(Item.id > 20).order_by(Item.id)).all()
+        return [{"id": i.id, "quantity": i.quantity, "note": i.note} for i in items]
+
+
+def make_list_request(maker: sessionmaker, checked: bool) -> Callable[[], None]:
+    def app(environ, start_response):
+        return Response(json={"items": list_work(maker)})(environ, start_response)
+    return _calling(TxnSafetyMiddleware(app) if checked else app)
 
 
 def make_request(maker: sessionmaker, checked: bool) -> Callable[[], None]:
@@ -101,9 +123,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--per-round", type=int, default=3)
-    add_clock_option(parser)
+    add_options(parser, processes=5)
     args = parser.parse_args()
-    use_clock(args)
+    start(args)
     txnsafety.configure(mode="log")
     seen: list = []
     txnsafety.add_listener(seen.append)
@@ -117,7 +139,7 @@ def main() -> None:
         Base.metadata.create_all(engine)
         with engine.begin() as conn:
             conn.execute(Item.__table__.insert(), [{"id": k, "owner": k % 3, "quantity": 0, "note": "x" * 40}
-                                                   for k in range(1, 21)])
+                                                   for k in range(1, 21 + LIST_ROWS)])
         plain = sessionmaker(engine)
         checked = instrument(sessionmaker(engine))
         try:
@@ -131,7 +153,14 @@ def main() -> None:
                            baseline="sqlalchemy", rounds=args.rounds, per_round=args.per_round,
                            title="ORM work alone (no HTTP): the worst case for the ratio")
             print(bare.summary("checked"))
-            print(f"checker cost per read/write: {bare.cost_per('checked', 25) * 1e6:.2f} us")
+            print(f"checker cost per read/write: {bare.cost_per('checked', 25) * 1e6:.2f} us\n")
+            listing = compare({"sqlalchemy": Contender(make_list_request(plain, False), _listeners(False)),
+                               "checked": Contender(make_list_request(checked, True), _listeners(True))},
+                              baseline="sqlalchemy", rounds=max(1, args.rounds // 2), per_round=args.per_round,
+                              title=f"list endpoint: one select() of {LIST_ROWS} rows, read only (WSGI)")
+            print(listing.summary("checked"))
+            print(f"checker cost per loaded row: {listing.cost_per('checked', LIST_ROWS) * 1e6:.2f} us "
+                  f"(the bare request: {listing.medians['sqlalchemy'] / LIST_ROWS * 1e6:.1f} us per row)")
         finally:
             _listeners(True)()
         engine.dispose()

@@ -1,0 +1,84 @@
+"""The benchmark harness (benchmarks/_compare.py): side-by-side rounds, pooled over processes.
+
+Each test runs a small benchmark script in real subprocesses: one contender does
+twice the work of the other, so the ratio the harness reports must come out near 2
+whether it timed the rounds itself or pooled its workers.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = f"""
+import argparse, statistics, sys
+sys.path.insert(0, {str(REPO)!r})
+from benchmarks._compare import add_options, compare, start
+
+def work(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+parser = argparse.ArgumentParser()
+add_options(parser, processes=3)
+parser.add_argument("--fail-in-worker", action="store_true")
+args = parser.parse_args()
+if args.fail_in_worker and args.worker_out:
+    raise SystemExit("this worker fails on purpose")
+start(args)
+result = compare({{"base": lambda: work(20000), "double": lambda: work(40000)}}, baseline="base",
+                 rounds=15, per_round=2, title="doubled: twice the loop")
+figure, low, high = result.ratios["double"]
+print("FIGURE", figure, low, high, result.processes, len(result.per_process.get("double", [])))
+if result.processes > 1:
+    assert figure == statistics.median(result.per_process["double"])
+print(result.summary("double", target=0.05))
+"""
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "bench_demo.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def _figure(output: str) -> tuple[float, float, float, int, int]:
+    line = next(line for line in output.splitlines() if line.startswith("FIGURE"))
+    _, figure, low, high, processes, per_process = line.split()
+    return float(figure), float(low), float(high), int(processes), int(per_process)
+
+
+def test_pooled_over_worker_processes(tmp_path: Path) -> None:
+    done = _run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    for number in (1, 2, 3):
+        assert f"process {number}/3: doubled: double +" in done.stdout
+    figure, low, high, processes, per_process = _figure(done.stdout)
+    assert (processes, per_process) == (3, 3)
+    assert 1.5 < low <= figure <= high < 2.6
+    assert "median of 3 processes, range" in done.stdout
+    assert "over the 5 % target" in done.stdout
+
+
+def test_one_process_times_in_place_with_a_confidence_interval(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--processes", "1")
+    assert done.returncode == 0, done.stderr
+    assert "process 1/" not in done.stdout
+    figure, low, high, processes, _ = _figure(done.stdout)
+    assert processes == 1 and 1.5 < low <= figure <= high < 2.6
+    assert "95 % CI" in done.stdout
+
+
+def test_a_failing_worker_fails_the_run_with_its_output(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--fail-in-worker")
+    assert done.returncode != 0
+    assert "this worker fails on purpose" in done.stderr
+    assert "worker process 1 failed" in done.stderr
+    assert "FIGURE" not in done.stdout

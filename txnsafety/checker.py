@@ -27,7 +27,7 @@ import logging
 import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, TypeVar
 
 from . import context, policies
 from .codes import Code
@@ -196,9 +196,51 @@ def _report_lock_outside_transaction(scope: RequestScope, model: type, key: Any)
         request_id=scope.id))
 
 
+class DeferredReads(Protocol):
+    """Reads an integration leaves on the objects themselves instead of in the scope.
+
+    Stamping every loaded row into ``RequestScope.stamps`` is most of what checking a
+    read costs, and most rows are never written.  An integration whose per-row hook
+    can afford one attribute (SQLAlchemy: one tuple per statement, shared by its
+    rows, left on each ``InstanceState``) registers a source; the checker takes a
+    read from it when it is asked about the entity (:func:`read_stamp`,
+    :func:`restamp`; the integration itself before a write).
+    """
+
+    def take(self, scope: RequestScope, entity: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        """The read of ``entity`` in ``scope`` if it is newer than ``entry`` (a stamp tuple), else None."""
+
+    def drop(self, scope: RequestScope, entity: Any) -> None:
+        """Forget the read of ``entity`` in ``scope`` (see :func:`forget`)."""
+
+
+_deferred: list[DeferredReads] = []
+
+
+def add_deferred_reads(source: DeferredReads) -> None:
+    """Register a source of reads kept on the objects (idempotent)."""
+    if source not in _deferred:
+        _deferred.append(source)
+
+
+def remove_deferred_reads(source: DeferredReads) -> None:
+    if source in _deferred:
+        _deferred.remove(source)
+
+
+def _entry(scope: RequestScope, entity: Any) -> tuple[Any, ...] | None:
+    """The stamp tuple of ``entity`` in ``scope``, taking a newer deferred read in first."""
+    entry = scope.stamps.get(id(entity))
+    for source in _deferred:
+        newer = source.take(scope, entity, entry)
+        if newer is not None:
+            entry = scope.stamps[id(entity)] = newer
+    return entry
+
+
 def _stamp_in(scope: RequestScope, entity: Any) -> ReadStamp | None:
     """The stamp of ``entity`` in ``scope`` as a :class:`ReadStamp` (made once from the plain tuple)."""
-    entry = scope.stamps.get(id(entity))
+    entry = _entry(scope, entity)
     if entry is None or type(entry) is ReadStamp:
         return entry
     made = scope.stamps[id(entity)] = ReadStamp._make(entry)
@@ -212,7 +254,7 @@ def restamp(scope: RequestScope, entity: Any, **changes: Any) -> bool:
     """Change what the stamp of ``entity`` says (``for_update``, ``stale_lock``,
     ``site``, ``leases``) by replacing it; False when ``entity`` was not read."""
     me = id(entity)
-    entry = scope.stamps.get(me)
+    entry = _entry(scope, entity)
     if entry is None:
         return False
     values = list(entry)
@@ -245,6 +287,8 @@ def forget(entity: Any) -> None:
     scope = current_scope()
     if scope is not None:
         scope.stamps.pop(id(entity), None)
+        for source in _deferred:
+            source.drop(scope, entity)
 
 
 # -- writes ---------------------------------------------------------------------------
@@ -287,6 +331,8 @@ def record_write(
             key = getattr(entity, "pk", None) or getattr(entity, "id", None)
         if transaction is CURRENT:
             transaction = transactions[-1] if transactions else None
+        if _deferred:
+            _entry(scope, entity)  # a read an integration left on the object counts
         write(scope, entity, cls, policy, key, frozenset(fields) if fields is not None else None, created,
               transaction, versioned, history_model, 2)
     except StompingError:
@@ -313,6 +359,9 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
     has already found the scope, the class, its policy (``STRICT_DEFAULT`` when it has
     none) and the transaction (SQLAlchemy's flush, Django's ``save()``).
 
+    The entity's read is looked up in ``scope.stamps`` only: an integration that
+    leaves its reads on the objects (:class:`DeferredReads`) takes the read in first.
+
     ``depth`` counts the frames between the write's caller and this one (1: called
     by the code that writes); the full judgement looks for sites from there.  It
     raises what :func:`record_write` would (in ``raise`` mode a violation ends
@@ -330,16 +379,18 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
     else:
         site = _Write(entity, scope, cls, key, policy, _stamp_in(scope, entity), transaction, created,
                       history, sys._getframe(depth)).judge(written, versioned)
-    # Keep the latest write of each object of a row, ``(tick, fields, site)`` (its fields
-    # accumulated), in write order, so a later write scans only the writes made after its
-    # own read (see _erased_write); ``site`` is what a later TXN103 names as "the other write".
+    # Keep the latest write of each object of a row, ``(tick, fields, site, entity)`` (its
+    # fields accumulated), in write order, so a later write scans only the writes made after
+    # its own read (see _erased_write); ``site`` is what a later TXN103 names as "the other
+    # write"; the entity is held so that its id, the key, names no other object while the
+    # request lasts (an object written without a stamp is held by nothing else here).
     if history is None:
         history = scope.writes[history_key] = {}
     else:
         previous = history.pop(me, None)  # re-inserted last: the dict stays in write order
         if previous is not None and written is not None:
             written = None if previous[1] is None else previous[1] | written
-    history[me] = (next(scope._clock), written, site)
+    history[me] = (next(scope._clock), written, site, entity)
 
 
 def _cannot_stomp(policy: Policy, entry: tuple[Any, ...] | None, txn: Transaction | None, created: bool,
@@ -383,7 +434,7 @@ def _erased_write(history: dict[int, tuple[Any, ...]], me: int, read_tick: int,
     latest write and stops at the first one older than the read.
     """
     for obj_id, record in reversed(history.items()):
-        tick, fields, _ = record
+        tick, fields = record[0], record[1]
         if tick < read_tick:
             break  # every older write happened before this object was read
         if obj_id == me:

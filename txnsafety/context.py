@@ -132,7 +132,7 @@ class RequestScope:
     """
 
     __slots__ = ("name", "_priority", "_id", "stamps", "writes", "violations", "reported", "_cleanups", "_clock",
-                 "__weakref__")
+                 "token", "__weakref__")
 
     #: Guards the few shared lists and sets below.  One for all scopes: the sections are
     #: a few instructions long and rare (a lock taken, a violation), a lock per request is not.
@@ -146,12 +146,16 @@ class RequestScope:
         #: id(entity) -> the read's entry (see :mod:`txnsafety.checker`); the entry's
         #: strong reference to the entity keeps ids unique.
         self.stamps: dict[int, tuple[Any, ...]] = {}
-        #: (model class, key) -> {id(entity): (tick, fields, site) of that object's latest write}.
+        #: (model class, key) -> {id(entity): (tick, fields, site, entity) of that object's latest write}.
         self.writes: dict[tuple[type, Any], dict[int, tuple[Any, ...]]] = {}
         self.violations: list[Any] = []
         self.reported: set[tuple[Any, ...]] = set()
         self._cleanups: list[Callable[[], None]] = []
         self._clock: Iterator[int] = itertools.count(1)
+        #: This request's identity in what integrations keep outside the scope (a read
+        #: left on an ORM object: see ``checker.DeferredReads``): compared with ``is``, it
+        #: cannot be mistaken for a later request's, and holding it keeps nothing alive.
+        self.token = object()
 
     def __repr__(self) -> str:
         return f"RequestScope(name={self.name!r}, id={self.id!r})"

@@ -231,6 +231,92 @@ def test_reads_through_select_relationships_and_refresh(stack):
         assert stamp(again) is not None and stamp(again.entries[0]) is not None
 
 
+def test_loaded_rows_are_not_kept_alive_by_the_checker(stack):
+    """A read is left on the row's InstanceState, not held by the request: the identity
+    map (weak) drops what the code does not keep, as it does without txnsafety, and
+    a list endpoint does not pin every row until the request ends."""
+    with stack.Main() as session:
+        rows = session.scalars(select(Account)).all() + session.scalars(select(Entry)).all()
+        gone = [weakref.ref(row) for row in rows]
+        kept = rows[0]
+        first = stamp(kept)
+        del rows
+        gc.collect()
+        assert [ref() is None for ref in gone] == [False] + [True] * (len(gone) - 1)
+        assert stamp(kept) is first                              # asking twice: the same stamp
+        assert session.get(Account, 1) is kept                   # still in the identity map
+
+
+def test_forget_drops_a_read_left_on_the_object(stack):
+    with stack.Main() as session:
+        acct = session.get(Account, 1)
+        assert stamp(acct) is not None
+        txnsafety.forget(acct)
+        assert stamp(acct) is None                               # not taken in again
+        session.refresh(acct)                                    # a new read stamps again
+        assert stamp(acct) is not None
+
+
+def test_an_atomic_rewrite_of_a_written_once_row_is_still_txn110(stack, txnsafety_violations):
+    """The read left on the object is taken in before any write of it is judged, also a
+    write that only sets SQL expressions (atomic, but still a re-write)."""
+    from sqlalchemy import Integer
+    from sqlalchemy.orm import DeclarativeBase, mapped_column
+
+    class LocalBase(DeclarativeBase):
+        pass
+
+    @txnsafety.written_once()
+    class Receipt(LocalBase):
+        __tablename__ = "receipt_once"
+        id = mapped_column(Integer, primary_key=True, autoincrement=False)
+        n = mapped_column(Integer, default=0)
+
+    LocalBase.metadata.create_all(stack.main)
+    with stack.main.begin() as conn:
+        conn.execute(Receipt.__table__.insert(), [{"id": 1, "n": 0}])
+    with stack.Main() as session:
+        receipt = session.get(Receipt, 1)
+        receipt.n = Receipt.n + 1
+        session.commit()
+    assert txnsafety_violations.codes() == ["TXN110"]
+
+
+def test_reads_pickled_before_deferred_reads_still_count(stack, txnsafety_violations, caplog):
+    """An object pickled by the previous release carries ``(leases, site)``: it still
+    counts as read in an earlier request, and pickles again."""
+    import pickle
+
+    from txnsafety.sqlalchemy.events import _READ_ATTR, _on_unpickle
+    with stack.Weak(expire_on_commit=False) as session:
+        counter = session.get(Counter, 1)
+        state = inspect(counter)
+        vars(state).pop(_READ_ATTR, None)
+        _on_unpickle(state, {_READ_ATTR: ((), None)})          # what an old pickle restores
+        pickle.dumps(counter)
+        counter.n += 1
+        session.commit()
+    assert txnsafety_violations.codes() == ["TXN101"]                # read outside, written inside
+    assert "internal error" not in caplog.text
+
+
+def test_objects_that_answer_every_attribute_are_not_taken_for_orm_objects():
+    """The checker asks objects for a read SQLAlchemy left on them; a mock or a proxy
+    answers ``_sa_instance_state`` too, and must not break ``read_stamp`` / ``forget``."""
+    from unittest import mock
+
+    @txnsafety.written_in_transaction()
+    class Thing:
+        pass
+
+    with txnsafety.request_scope("mock"):
+        entity = mock.Mock()
+        txnsafety.record_read(entity, model=Thing)
+        assert txnsafety.read_stamp(entity).entity is entity
+        txnsafety.forget(entity)
+        assert txnsafety.read_stamp(entity) is None
+
+
 def test_for_update_reads(stack):
     with stack.Weak() as session:
         acct = session.execute(select(Account).with_for_update()).scalar_one()
@@ -369,8 +455,8 @@ def test_stale_lock_after_another_transaction_is_reported(stack, txnsafety_viola
 
 def test_for_update_of_an_identity_map_object_on_autocommit_is_txn108(stack, txnsafety_violations):
     with stack.Auto() as session:
-        session.get(Account, 1)
-        session.get(Account, 1, with_for_update=True)
+        kept = session.get(Account, 1)  # held: the identity map keeps only objects the code keeps
+        assert session.get(Account, 1, with_for_update=True) is kept
     # SQLite takes no row locks and gets no statement hook: only rows loaded FOR UPDATE report it.
     assert txnsafety_violations.codes() == (["TXN108"] if is_pg(stack.url) else [])
 
@@ -461,11 +547,11 @@ def test_an_object_read_under_a_lock_still_pickles(stack):
     from txnsafety.sqlalchemy.events import _READ_ATTR
     with stack.Weak(expire_on_commit=False) as session, user_write_lock("counter:1"):
         counter = session.get(LockedCounter, 1)
-        assert getattr(inspect(counter), _READ_ATTR)[0]         # read under the lease
+        assert getattr(inspect(counter), _READ_ATTR)[3]         # read under the lease
         session.commit()
     copy = pickle.loads(pickle.dumps(counter))
     assert copy.n == counter.n
-    assert getattr(inspect(copy), _READ_ATTR)[0] == ()
+    assert getattr(inspect(copy), _READ_ATTR)[3] == ()
 
 
 def test_async_fetch_under_lock(fresh_db, txnsafety_violations):

@@ -8,6 +8,10 @@ moves it fails these tests loudly instead of silently weakening the checker.
   accessor), read in ``ConnectionEvents.before_execute`` and in the load/refresh
   events (``QueryContext.query``).
 * ``QueryContext.query`` — the statement a load/refresh event belongs to.
+* ``QueryContext.attributes`` — one dict for every row of one statement execution, a
+  new one for each (the load hook keeps the statement's read there).
+* ``DEFAULT_STATE_ATTR`` — the attribute a mapped object keeps its InstanceState in
+  (the checker asks it for the read left there, without ``inspect()``'s registry search).
 * Behaviour: ``before_execute`` receives the ORM's own Select (with
   ``column_descriptions``) on the same ``Connection`` object that ``after_begin``
   got for the Session's transaction.
@@ -117,6 +121,42 @@ def test_load_and_refresh_events_carry_the_statement(engine, events):
         acct.balance
         assert len(events) == 1 and events[0][:2] == ("refresh", False)
         assert "balance" in events[0][2] and not {"id", "owner"} & set(events[0][2])
+
+
+def test_query_context_attributes_are_one_dict_per_statement(engine):
+    """The load hook keeps a statement's read in ``QueryContext.attributes``: one dict
+    for all rows of one execution (joined eager loads included), a new one for the next."""
+    seen: list[tuple[dict, int]] = []  # the dicts themselves: kept alive, their identity cannot be reused
+
+    def on_load(state, context):
+        assert isinstance(context.attributes, dict)
+        seen.append((context.attributes, state.key[1][0]))
+        context.attributes.setdefault(("test", "rows"), []).append(state.key[1][0])
+
+    event.listen(Account, "load", on_load, raw=True)
+    try:
+        with Session(engine) as session:
+            session.add_all([Account(id=2, balance=0, owner="b"), Account(id=3, balance=0, owner="c")])
+            session.commit()
+            session.expunge_all()
+            kept = session.scalars(select(Account).order_by(Account.id)).all()
+            session.expunge_all()
+            kept += [session.get(Account, 1)]
+    finally:
+        event.remove(Account, "load", on_load)
+    first = seen[0][0]
+    assert all(attributes is first for attributes, _ in seen[:3]) and first[("test", "rows")] == [1, 2, 3]
+    assert seen[3][0] is not first and seen[3][1] == 1 and len(kept) == 4  # the next statement: a new one
+
+
+def test_a_mapped_object_keeps_its_state_in_default_state_attr(engine):
+    from sqlalchemy import inspect
+    from sqlalchemy.orm.base import DEFAULT_STATE_ATTR
+
+    with Session(engine) as session:
+        acct = session.get(Account, 1)
+        assert getattr(acct, DEFAULT_STATE_ATTR) is inspect(acct)
+    assert getattr(object(), DEFAULT_STATE_ATTR, None) is None
 
 
 def test_async_orm_runs_in_a_greenlet_whose_parent_holds_the_user_frames(sqlite_url):

@@ -15,8 +15,10 @@ extension.  What happens then:
 * **Reads.**  ``InstanceEvents.load`` (first load of a row) and ``refresh``
   (expired attributes, ``populate_existing``, ``Session.refresh``; only a refresh
   of every column re-stamps the object, a partial one leaves older values in it)
-  call :func:`txnsafety.record_read` with the root's transaction and whether the
-  statement was ``FOR UPDATE``.
+  leave the read on the row's ``InstanceState``: one tuple per statement (its tick,
+  the root's transaction, the leases held, whether it was ``FOR UPDATE``), shared
+  by its rows.  The checker takes it into the request's stamps when it is asked
+  about the object (a write, ``read_stamp``): most loaded rows are never written.
 * **Identity-map trap.**  A ``FOR UPDATE`` re-read (``with_for_update()``,
   ``Session.get(..., with_for_update=True)``) of an object already in the Session
   locks the row but does not refresh the object.  The FOR UPDATE statements of a
@@ -47,6 +49,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
+from sqlalchemy.orm.base import DEFAULT_STATE_ATTR
 from sqlalchemy.sql.elements import ClauseElement
 
 from .. import checker, context, policies
@@ -67,7 +70,8 @@ _cached_policy = policies._cache.get  # model -> Policy | None, once policy_of()
 INFO_KEY = "txnsafety"
 _MARK = "_txnsafety_instrumented"
 _CONN_KEY = "_txnsafety_session_state"
-_READ_ATTR = "_txnsafety_read"  # on the InstanceState: (leases, site) of the last read, across requests
+#: On the InstanceState: the last read (see _read_for), kept across requests.
+_READ_ATTR = "_txnsafety_read"
 
 
 class SessionState:
@@ -235,14 +239,13 @@ def _earlier_read(obj: Any, cls: type, state: Any) -> None:
     """The object is written in this request but was read in an earlier one (or before
     this request's scope): for this request that read happened outside any of its
     transactions or locks (Khan's cached entity, TXN101 / TXN102)."""
-    earlier = getattr(state, _READ_ATTR, None)
+    earlier = _read_on(state)
     if earlier is None:
         return  # never loaded under a checker scope: created here, or unknown provenance
     checker.record_read(obj, model=cls, key=_key(state), transaction=None)
     scope = current_scope()
     if scope is not None:  # point the report at the original read, with the locks held then
-        leases, site = earlier
-        checker.restamp(scope, obj, site=site, leases=leases)
+        checker.restamp(scope, obj, site=earlier[4], leases=earlier[3])
 
 
 def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
@@ -275,47 +278,105 @@ def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
 def _on_load(state: Any, context: Any) -> None:
     """``InstanceEvents.load`` (raw: ``state`` is the InstanceState).
 
-    Runs for every row of every ORM query, so it does what ``record_read`` does
-    with what the event already knows (session, transaction, statement), written
-    flat: one context read, one policy look-up, one plain tuple per row.  The rare
-    case (a FOR UPDATE read outside any transaction: TXN108) goes through
-    ``record_read``, which reports it.  Never raises into the query (but a
-    violation in raise mode).
+    Runs for every row of every ORM query, so a row costs one look-up and one
+    attribute: the read its statement made on its first row (:func:`_begin_statement`,
+    kept in the statement's own ``QueryContext.attributes``) is left on the row's
+    ``InstanceState``, and taken into the request's stamps only when the checker
+    asks about the object (a write, ``read_stamp``; see :class:`InstanceReads`).
+    Most loaded rows are never written.  The rare case (a FOR UPDATE read outside
+    any transaction: TXN108) goes through ``record_read``, which reports it.  Never
+    raises into the query (but a violation in raise mode).
     """
-    scope, _, leases = _get_state()
-    if scope is None or not settings.enabled or context is None:
-        return  # outside a request; or Session.merge(), which loads with no query context
+    if context is None:
+        return  # Session.merge() loads with no query context
     try:
-        session = context.session
-        session_state = session.info.get(INFO_KEY) if session is not None else None
-        if session_state is None:
-            return
+        reads = context.attributes.get(_READS_KEY)  # private (QueryContext); pinned by test
         cls = state.class_
-        policy = _cached_policy(cls, _MISSING)
-        if policy is _MISSING:
-            policy = policy_of(cls)
-        txn = session_state.txn
-        for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
-        if for_update:
-            if txn is None:  # TXN108, whatever the policy: record_read reports it
-                _locked_outside_transaction(state, cls)
-                return
-            for_update = not session_state.ignores_for_update  # SQLite renders no FOR UPDATE
-        if policy is None and not settings.strict:
+        if reads is None:
+            read = _begin_statement(context, cls)
+        elif reads is _UNCHECKED:
+            return  # a Session not instrumented, outside a request, or the checker is off
+        elif reads[0] is cls:
+            read = reads[1]
+        else:
+            read = _read_of_class(reads, cls)
+        if read is None:
+            return  # a class without a policy
+        if read is _LOCKED_OUTSIDE:
+            _locked_outside_transaction(state, cls)
             return
-        obj = state.obj()
-        site = user_site(1) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
-        scope.stamps[id(obj)] = (obj, next(scope._clock), txn, leases, site, for_update, False)  # checker.stamp
-        # Remember the read on the object's InstanceState: if the object outlives this request
-        # (a cache, a module global) and is written in a later one, that write is half-protected.
-        # Not the stamp: it holds the object, and the cycle would keep it in the identity map.
-        # An attribute of our own, not ``state.info``: that memoized dict costs a Python call
-        # and a new dict per row (InstanceState keeps a ``__dict__`` slot; pinned by a test).
-        state._txnsafety_read = (leases, site) if leases or site is not None else _PLAIN_READ
+        # An attribute of our own, not ``state.info``: that memoized dict costs a Python call and
+        # a new dict per row (InstanceState keeps a ``__dict__`` slot; pinned by a test).
+        state._txnsafety_read = read
     except StompingError:
         raise
     except Exception:
         checker.log.exception("txnsafety: internal error while stamping a SQLAlchemy read (the request goes on)")
+
+
+#: Key of a statement's reads in its ``QueryContext.attributes``: ``[first row's class,
+#: its read, {other class: read} or None, statement facts]``, or ``_UNCHECKED``.
+_READS_KEY = ("txnsafety", "reads")
+_UNCHECKED: Any = ()
+
+
+def _begin_statement(context: Any, cls: type) -> Any:
+    """The first row of a statement: what is true for all of its rows, kept with the
+    statement (its rows may be made into objects later, after other statements ran:
+    ``yield_per``, a result iterated afterwards; they were read by this one); returns
+    the read of the first row's class (see :func:`_read_for`).
+
+    One tick for the statement (its rows were read at once), the root transaction,
+    the leases held and whether it is FOR UPDATE.  Most statements load one class;
+    the read of any other is made on its first row (:func:`_read_of_class`).
+    """
+    attributes = context.attributes
+    attributes[_READS_KEY] = _UNCHECKED  # also if what follows fails: its rows then go unchecked
+    session = context.session
+    session_state = session.info.get(INFO_KEY) if session is not None else None
+    scope, _, leases = _get_state()
+    if session_state is None or scope is None or not settings.enabled:
+        return None
+    txn = session_state.txn
+    for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
+    statement = (scope.token, next(scope._clock), txn, leases,
+                 for_update and not session_state.ignores_for_update,  # SQLite renders no FOR UPDATE
+                 for_update and txn is None)  # TXN108, whatever the policy
+    read = _read_for(statement, cls)
+    attributes[_READS_KEY] = [cls, read, None, statement]
+    return read
+
+
+def _read_of_class(reads: list[Any], cls: type) -> Any:
+    """The read of a statement's second (third...) class: joined eager loads."""
+    others = reads[2]
+    if others is None:
+        others = reads[2] = {}
+    read = others.get(cls, _MISSING)
+    if read is _MISSING:
+        read = others[cls] = _read_for(reads[3], cls)
+    return read
+
+
+def _read_for(statement: tuple[Any, ...], cls: type) -> Any:
+    """The read tuple rows of ``cls`` get from ``statement`` (shared, immutable):
+    ``(request token, tick, transaction, leases, site, for_update)``, a :class:`ReadStamp`
+    without the entity and with the request's token first; None when ``cls`` is not
+    checked; ``_LOCKED_OUTSIDE`` for TXN108."""
+    token, tick, txn, leases, for_update, locked_outside = statement
+    if locked_outside:
+        return _LOCKED_OUTSIDE
+    policy = _cached_policy(cls, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(cls)
+    if policy is None and not settings.strict:
+        return None
+    site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
+    return (token, tick, txn, leases, site, for_update)
+
+
+#: A statement's read of rows FOR UPDATE with no transaction (each row goes to record_read).
+_LOCKED_OUTSIDE: Any = object()
 
 
 def _locked_outside_transaction(state: Any, cls: type) -> None:
@@ -324,12 +385,49 @@ def _locked_outside_transaction(state: Any, cls: type) -> None:
     obj = state.obj()
     checker.record_read(obj, model=cls, key=_key(state), transaction=None, for_update=True)
     made = checker.read_stamp(obj)
-    if made is not None:
-        state._txnsafety_read = (made.leases, made.site)
+    scope = current_scope()
+    if made is not None and scope is not None:
+        state._txnsafety_read = (scope.token, made.tick, made.transaction, made.leases, made.site, made.for_update)
 
 
-#: What a read with no lease and no site leaves on its InstanceState (shared, immutable).
-_PLAIN_READ: tuple[tuple[Any, ...], None] = ((), None)
+class InstanceReads:
+    """The reads :func:`_on_load` left on ``InstanceState`` objects, for the checker
+    (a :class:`txnsafety.checker.DeferredReads` source).
+
+    A read belongs to the request whose token it carries; a read of an earlier
+    request stays on the object too (its leases and site name the original read when
+    the object is written in a later request: see :func:`_earlier_read`).
+    """
+
+    def take(self, scope: Any, entity: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        read = _read_of(entity)
+        if read is None or read[0] is not scope.token or (entry is not None and entry[1] >= read[1]):
+            return None
+        return (entity, read[1], read[2], read[3], read[4], read[5], False)
+
+    def drop(self, scope: Any, entity: Any) -> None:
+        state = getattr(entity, _STATE_ATTR, None)
+        read = _read_on(state) if state is not None else None
+        if read is not None and read[0] is scope.token:
+            state._txnsafety_read = (None,) + read[1:]  # not this request's any more; kept for a later one
+
+
+def _read_of(entity: Any) -> tuple[Any, ...] | None:
+    state = getattr(entity, _STATE_ATTR, None)
+    return _read_on(state) if state is not None else None
+
+
+def _read_on(state: Any) -> tuple[Any, ...] | None:
+    """The read left on ``state``, or None (also for anything that is not one: an object
+    that answers every attribute, such as a mock, is not an ORM object)."""
+    read = getattr(state, _READ_ATTR, None)
+    return read if type(read) is tuple and len(read) == 6 else None
+
+
+#: Where a mapped object keeps its InstanceState (private; pinned by test): a getattr,
+#: where ``sqlalchemy.inspect()`` would search the registry by type for every object asked about.
+_STATE_ATTR = DEFAULT_STATE_ATTR
+_instance_reads = InstanceReads()
 
 
 def _on_pickle(state: Any, state_dict: dict[str, Any]) -> None:
@@ -340,16 +438,22 @@ def _on_pickle(state: Any, state_dict: dict[str, Any]) -> None:
     attribute.  The leases are dropped: a lease is not the later request's, and
     need not pickle; the site (plain strings and a number) is kept for the report.
     """
-    mark = getattr(state, _READ_ATTR, None)
-    if mark is not None:
-        state_dict[_READ_ATTR] = _PLAIN_READ if mark[1] is None else ((), mark[1])
+    read = _read_on(state)
+    if read is not None:
+        state_dict[_READ_ATTR] = _PICKLED_READ if read[4] is None else (None, 0, None, (), read[4], False)
+
+
+#: What a read becomes in a pickle: no request, tick, transaction or lease, no site.
+_PICKLED_READ: tuple[Any, ...] = (None, 0, None, (), None, False)
 
 
 def _on_unpickle(state: Any, state_dict: dict[str, Any]) -> None:
     """``InstanceEvents.unpickle``: restore the mark :func:`_on_pickle` carried."""
-    mark = state_dict.get(_READ_ATTR)
-    if mark is not None:
-        setattr(state, _READ_ATTR, mark)
+    read = state_dict.get(_READ_ATTR)
+    if type(read) is tuple and len(read) == 2:  # pickled by txnsafety 0.x before deferred reads: (leases, site)
+        read = (None, 0, None, (), read[1], False)
+    if type(read) is tuple and len(read) == 6:
+        setattr(state, _READ_ATTR, read)
 
 
 _MISSING: Any = object()
@@ -392,17 +496,24 @@ def _judge_update(state: Any) -> None:
     session_state = session.info.get(INFO_KEY) if session is not None else None
     if session_state is None:
         return
+    obj = state.obj()
+    me = id(obj)
+    entry = scope.stamps.get(me)
+    read = _read_on(state)
+    if read is not None and read[0] is scope.token and (entry is None or entry[1] < read[1]):
+        # the read _on_load left on the state, taken in (as InstanceReads.take does); the
+        # stamp also keeps the object, and so its id, for the request's write history
+        entry = scope.stamps[me] = (obj, read[1], read[2], read[3], read[4], read[5], False)
     info = _classes.get(cls) or _info(cls)
     changed, atomic = _changed_columns(state.dict, committed, info.equality)
     if not changed:
         if not atomic:
             return
         # only SQL expressions (``n = Model.n + 1``): atomic, cannot stomp; still remembered
-        checker.write(scope, state.obj(), cls, policy, _key(state), frozenset(atomic), False,
+        checker.write(scope, obj, cls, policy, _key(state), frozenset(atomic), False,
                       session_state.txn, True, None, _WRITE_DEPTH)
         return
-    obj = state.obj()
-    if scope.stamps.get(id(obj)) is None:
+    if entry is None:
         _earlier_read(obj, cls, state)
     if session_state.locks and not info.versioned:
         _stale_lock(obj, cls, session_state)
@@ -496,6 +607,7 @@ def _install_mapper_events() -> None:
             return
         for name, fn, kw in _MAPPER_EVENTS:
             event.listen(Mapper, name, fn, **kw)
+        checker.add_deferred_reads(_instance_reads)
         _installed = True
 
 
@@ -507,6 +619,7 @@ def _uninstall_mapper_events() -> None:
             return
         for name, fn, _kw in _MAPPER_EVENTS:
             event.remove(Mapper, name, fn)
+        checker.remove_deferred_reads(_instance_reads)
         _installed = False
 
 

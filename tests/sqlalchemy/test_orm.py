@@ -280,6 +280,14 @@ def test_an_atomic_rewrite_of_a_written_once_row_is_still_txn110(stack, txnsafet
         receipt.n = Receipt.n + 1
         session.commit()
     assert txnsafety_violations.codes() == ["TXN110"]
+    with stack.Main(expire_on_commit=False) as session:
+        with txnsafety.request_scope("GET /receipt"):
+            receipt = session.get(Receipt, 1)
+            session.commit()
+        with txnsafety.request_scope("POST /receipt"):           # a later request writes it
+            receipt.n = Receipt.n + 1
+            session.commit()
+    assert txnsafety_violations.codes() == ["TXN110", "TXN110"]
 
 
 def test_reads_pickled_before_deferred_reads_still_count(stack, txnsafety_violations, caplog):
@@ -298,6 +306,27 @@ def test_reads_pickled_before_deferred_reads_still_count(stack, txnsafety_violat
         session.commit()
     assert txnsafety_violations.codes() == ["TXN101"]                # read outside, written inside
     assert "internal error" not in caplog.text
+
+
+def test_a_refresh_the_checker_failed_on_leaves_no_older_read(stack, txnsafety_violations, caplog,
+                                                              monkeypatch):
+    """The refresh replaced the values; the read from before it no longer says when they
+    were read, so it goes (the write is then unchecked) instead of giving a false report."""
+    from txnsafety.sqlalchemy import events
+
+    with stack.Main(expire_on_commit=False) as session:
+        acct = session.get(Account, 1)
+        session.commit()                                         # the read belongs to the ended root
+
+        def broken(*args):
+            raise RuntimeError("injected")
+        monkeypatch.setattr(events, "_read_for", broken)
+        session.get(Account, 1, populate_existing=True)          # re-read in the next root: fails
+        monkeypatch.undo()
+        assert stamp(acct) is None and "internal error" in caplog.text
+        acct.balance += 1
+        session.commit()
+    assert txnsafety_violations == []
 
 
 def test_objects_that_answer_every_attribute_are_not_taken_for_orm_objects():

@@ -154,8 +154,9 @@ def _state_of(session: Session | None) -> SessionState | None:
 # -- Session events ------------------------------------------------------------------
 
 def _after_transaction_end(session: Session, transaction: Any) -> None:
-    """The root ended: rows turned into objects from now on (a result iterated after
-    the commit) were read outside it, and the Session lets go of it."""
+    """The root ended: statements whose first row is turned into an object from now on
+    (a result iterated after the commit) count as read outside it, and the Session lets
+    go of it (no reference cycle through the ended root)."""
     state = session.info.get(INFO_KEY)
     if state is not None and state.root is transaction:
         state.start(None)
@@ -296,6 +297,9 @@ def _on_load(state: Any, context: Any) -> None:
             read = _begin_statement(context, cls)
         elif reads is _UNCHECKED:
             return  # a Session not instrumented, outside a request, or the checker is off
+        elif reads is _FAILED:
+            vars(state).pop(_READ_ATTR, None)  # re-read now, but not known how: no older read stays
+            return
         elif reads[0] is cls:
             read = reads[1]
         else:
@@ -311,13 +315,17 @@ def _on_load(state: Any, context: Any) -> None:
     except StompingError:
         raise
     except Exception:
+        vars(state).pop(_READ_ATTR, None)
         checker.log.exception("txnsafety: internal error while stamping a SQLAlchemy read (the request goes on)")
 
 
 #: Key of a statement's reads in its ``QueryContext.attributes``: ``[first row's class,
-#: its read, {other class: read} or None, statement facts]``, or ``_UNCHECKED``.
+#: its read, {other class: read} or None, statement facts]``; ``_UNCHECKED`` (no request,
+#: a Session not instrumented); ``_FAILED`` (an internal error: its rows lose any older read,
+#: which a refresh just replaced, rather than keep one that is no longer true).
 _READS_KEY = ("txnsafety", "reads")
 _UNCHECKED: Any = ()
+_FAILED: Any = ("failed",)
 
 
 def _begin_statement(context: Any, cls: type) -> Any:
@@ -331,11 +339,12 @@ def _begin_statement(context: Any, cls: type) -> Any:
     the read of any other is made on its first row (:func:`_read_of_class`).
     """
     attributes = context.attributes
-    attributes[_READS_KEY] = _UNCHECKED  # also if what follows fails: its rows then go unchecked
+    attributes[_READS_KEY] = _FAILED  # until it is known
     session = context.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
     scope, _, leases = _get_state()
     if session_state is None or scope is None or not settings.enabled:
+        attributes[_READS_KEY] = _UNCHECKED
         return None
     txn = session_state.txn
     for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
@@ -506,15 +515,16 @@ def _judge_update(state: Any) -> None:
         entry = scope.stamps[me] = (obj, read[1], read[2], read[3], read[4], read[5], False)
     info = _classes.get(cls) or _info(cls)
     changed, atomic = _changed_columns(state.dict, committed, info.equality)
-    if not changed:
-        if not atomic:
-            return
-        # only SQL expressions (``n = Model.n + 1``): atomic, cannot stomp; still remembered
-        checker.write(scope, obj, cls, policy, _key(state), frozenset(atomic), False,
-                      session_state.txn, True, None, _WRITE_DEPTH)
+    if not changed and not atomic:
         return
     if entry is None:
         _earlier_read(obj, cls, state)
+    if not changed:
+        # only SQL expressions (``n = Model.n + 1``): atomic, cannot stomp (but a re-write of
+        # a written-once row, TXN110, is one whoever computes the value); still remembered
+        checker.write(scope, obj, cls, policy, _key(state), frozenset(atomic), False,
+                      session_state.txn, True, None, _WRITE_DEPTH)
+        return
     if session_state.locks and not info.versioned:
         _stale_lock(obj, cls, session_state)
     checker.write(scope, obj, cls, policy, _key(state), frozenset(changed), False,

@@ -379,18 +379,26 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
     else:
         site = _Write(entity, scope, cls, key, policy, _stamp_in(scope, entity), transaction, created,
                       history, sys._getframe(depth)).judge(written, versioned)
-    # Keep the latest write of each object of a row, ``(tick, fields, site, entity)`` (its
-    # fields accumulated), in write order, so a later write scans only the writes made after
-    # its own read (see _erased_write); ``site`` is what a later TXN103 names as "the other
-    # write"; the entity is held so that its id, the key, names no other object while the
-    # request lasts (an object written without a stamp is held by nothing else here).
+    # Keep the latest write of each object of a row, ``(tick, field ticks, site, entity)``, in
+    # write order, so a later write scans only the writes made after its own read (see
+    # _erased_write).  ``field ticks`` says when each field was last written by this object
+    # (key None: the whole row), so a field written before another object's read does not
+    # count as erased by that object because a later write of this one changed another
+    # field.  ``site`` is what a later TXN103 names as "the other write"; the entity is held
+    # so that its id, the key, names no other object while the request lasts.
+    now = next(scope._clock)
     if history is None:
         history = scope.writes[history_key] = {}
+        ticks: dict[str | None, int] = {}
     else:
         previous = history.pop(me, None)  # re-inserted last: the dict stays in write order
-        if previous is not None and written is not None:
-            written = None if previous[1] is None else previous[1] | written
-    history[me] = (next(scope._clock), written, site, entity)
+        ticks = {} if previous is None else dict(previous[1])
+    if written is None:
+        ticks[None] = now
+    else:
+        for name in written:
+            ticks[name] = now
+    history[me] = (now, ticks, site, entity)
 
 
 def _cannot_stomp(policy: Policy, entry: tuple[Any, ...] | None, txn: Transaction | None, created: bool,
@@ -434,14 +442,14 @@ def _erased_write(history: dict[int, tuple[Any, ...]], me: int, read_tick: int,
     latest write and stops at the first one older than the read.
     """
     for obj_id, record in reversed(history.items()):
-        tick, fields = record[0], record[1]
-        if tick < read_tick:
+        if record[0] < read_tick:
             break  # every older write happened before this object was read
         if obj_id == me:
             continue
-        if mine is not None and fields is not None and not (mine & fields):
-            continue  # disjoint partial writes do not erase each other
-        return record
+        since = [name for name, tick in record[1].items() if tick > read_tick]  # written after the read
+        if mine is None or None in since or not mine.isdisjoint(since):
+            return record
+        # only fields this write leaves alone (disjoint partial writes do not erase each other)
     return None
 
 

@@ -146,7 +146,7 @@ class RequestScope:
         #: id(entity) -> the read's entry (see :mod:`txnsafety.checker`); the entry's
         #: strong reference to the entity keeps ids unique.
         self.stamps: dict[int, tuple[Any, ...]] = {}
-        #: (model class, key) -> {id(entity): (tick, fields, site, entity) of that object's latest write}.
+        #: (model class, key) -> {id(entity): (tick, {field or None: tick}, site, entity) of that object's writes}.
         self.writes: dict[tuple[type, Any], dict[int, tuple[Any, ...]]] = {}
         self.violations: list[Any] = []
         self.reported: set[tuple[Any, ...]] = set()

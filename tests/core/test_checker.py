@@ -136,6 +136,20 @@ def test_txn103_disjoint_partial_writes_are_safe(store, txnsafety_violations):
     assert txnsafety_violations == []
 
 
+def test_txn103_counts_each_field_from_when_it_was_written(store, txnsafety_violations):
+    """b read after a's write of balance: a's later write of owner does not make b's
+    write of balance erase anything; b's write of owner does."""
+    with store.transaction():
+        a = store.get(Account, 1)
+        txnsafety.record_write(a, key=1, fields=["balance"])
+        b = store.get(Account, 1)
+        txnsafety.record_write(a, key=1, fields=["owner"])
+        txnsafety.record_write(b, key=1, fields=["balance"])
+        assert txnsafety_violations == []
+        txnsafety.record_write(b, key=1, fields=["owner"])
+    assert txnsafety_violations.codes() == ["TXN103"]
+
+
 def test_txn103_still_checked_for_legacy_models(store, txnsafety_violations):
     a = store.get(LegacyCounter, 1)
     b = store.get(LegacyCounter, 1)

@@ -224,6 +224,7 @@ def add_deferred_reads(source: DeferredReads) -> None:
 
 
 def remove_deferred_reads(source: DeferredReads) -> None:
+    """Unregister a source (an integration uninstalled)."""
     if source in _deferred:
         _deferred.remove(source)
 
@@ -392,7 +393,7 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
         ticks: dict[str | None, int] = {}
     else:
         previous = history.pop(me, None)  # re-inserted last: the dict stays in write order
-        ticks = {} if previous is None else dict(previous[1])
+        ticks = {} if previous is None else previous[1]  # this object's own: updated in place
     if written is None:
         ticks[None] = now
     else:

@@ -12,6 +12,22 @@ _EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TXN\d{3}(?:\s*,\s*TXN\d{3})*)")
 _CONFIG = re.compile(r"#\s*txnsafety-config:\s*(?P<body>.*)")
 
 
+#: The model the SQLAlchemy snippets of the linter tests share: a declarative ``Base`` and
+#: an ``Account`` (``id``, ``n``); the snippet imports ``DeclarativeBase``, ``Mapped`` and
+#: ``mapped_column`` itself.  Starts with the two blank lines that follow the imports.
+ACCOUNT_MODEL = """
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Account(Base):
+    __tablename__ = "account"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(default=0)
+"""
+
+
 def fixture_files() -> list[Path]:
     return sorted(FIXTURES.glob("*.py"))
 

@@ -14,22 +14,13 @@ import textwrap
 from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.cli import main
 
-HEAD = """\
+from .helpers import ACCOUNT_MODEL
+
+HEAD = textwrap.dedent("""\
     from dataclasses import dataclass
 
     from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
-
-
-    class Base(DeclarativeBase):
-        pass
-
-
-    class Account(Base):
-        __tablename__ = "account"
-        id: Mapped[int] = mapped_column(primary_key=True)
-        n: Mapped[int] = mapped_column(default=0)
-
-    """
+    """) + ACCOUNT_MODEL + "\n"
 RMW = """\
         acct = db.get(Account, pk)
         acct.n += 1

@@ -21,29 +21,22 @@ from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.cli import main
 from txnsafety_lint.sessions import SessionTypes
 
-HEAD = """\
+from .helpers import ACCOUNT_MODEL
+
+HEAD = textwrap.dedent("""\
     from dataclasses import KW_ONLY, dataclass, field
     from typing import Any
 
     from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
     from myapp.uow import UnitOfWork
-
-
-    class Base(DeclarativeBase):
-        pass
-
-
-    class Account(Base):
-        __tablename__ = "account"
-        id: Mapped[int] = mapped_column(primary_key=True)
-        n: Mapped[int] = mapped_column(default=0)
+    """) + ACCOUNT_MODEL + textwrap.dedent("""\
 
 
     Local = sessionmaker()
     db = Local()                      # a module-level session (scripts, shells)
 
-    """
+    """)
 
 
 def codes(body: str, tail: str = "") -> list[str]:

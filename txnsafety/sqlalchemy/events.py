@@ -409,10 +409,8 @@ class InstanceReads:
     """
 
     def take(self, scope: Any, entity: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
-        read = _read_of(entity)
-        if read is None or read[0] is not scope.token or (entry is not None and entry[1] >= read[1]):
-            return None
-        return (entity, read[1], read[2], read[3], read[4], read[5], False)
+        state = getattr(entity, _STATE_ATTR, None)
+        return _newer_read(scope, entity, state, entry) if state is not None else None
 
     def drop(self, scope: Any, entity: Any) -> None:
         state = getattr(entity, _STATE_ATTR, None)
@@ -421,9 +419,13 @@ class InstanceReads:
             state._txnsafety_read = (None,) + read[1:]  # not this request's any more; kept for a later one
 
 
-def _read_of(entity: Any) -> tuple[Any, ...] | None:
-    state = getattr(entity, _STATE_ATTR, None)
-    return _read_on(state) if state is not None else None
+def _newer_read(scope: Any, entity: Any, state: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """The stamp tuple of the read left on ``state`` when it is ``scope``'s and newer than
+    ``entry`` (the entity's stamp so far), else None."""
+    read = _read_on(state)
+    if read is None or read[0] is not scope.token or (entry is not None and entry[1] >= read[1]):
+        return None
+    return (entity, read[1], read[2], read[3], read[4], read[5], False)
 
 
 def _read_on(state: Any) -> tuple[Any, ...] | None:
@@ -449,10 +451,14 @@ def _on_pickle(state: Any, state_dict: dict[str, Any]) -> None:
     """
     read = _read_on(state)
     if read is not None:
-        state_dict[_READ_ATTR] = _PICKLED_READ if read[4] is None else (None, 0, None, (), read[4], False)
+        state_dict[_READ_ATTR] = _pickled_read(read[4])
 
 
-#: What a read becomes in a pickle: no request, tick, transaction or lease, no site.
+def _pickled_read(site: Any) -> tuple[Any, ...]:
+    """What a read becomes in a pickle: no request, tick, transaction or lease; its site."""
+    return _PICKLED_READ if site is None else (None, 0, None, (), site, False)
+
+
 _PICKLED_READ: tuple[Any, ...] = (None, 0, None, (), None, False)
 
 
@@ -460,7 +466,7 @@ def _on_unpickle(state: Any, state_dict: dict[str, Any]) -> None:
     """``InstanceEvents.unpickle``: restore the mark :func:`_on_pickle` carried."""
     read = state_dict.get(_READ_ATTR)
     if type(read) is tuple and len(read) == 2:  # pickled by txnsafety 0.x before deferred reads: (leases, site)
-        read = (None, 0, None, (), read[1], False)
+        read = _pickled_read(read[1])
     if type(read) is tuple and len(read) == 6:
         setattr(state, _READ_ATTR, read)
 
@@ -508,11 +514,9 @@ def _judge_update(state: Any) -> None:
     obj = state.obj()
     me = id(obj)
     entry = scope.stamps.get(me)
-    read = _read_on(state)
-    if read is not None and read[0] is scope.token and (entry is None or entry[1] < read[1]):
-        # the read _on_load left on the state, taken in (as InstanceReads.take does); the
-        # stamp also keeps the object, and so its id, for the request's write history
-        entry = scope.stamps[me] = (obj, read[1], read[2], read[3], read[4], read[5], False)
+    newer = _newer_read(scope, obj, state, entry)  # the read _on_load left on the state, taken in
+    if newer is not None:
+        entry = scope.stamps[me] = newer
     info = _classes.get(cls) or _info(cls)
     changed, atomic = _changed_columns(state.dict, committed, info.equality)
     if not changed and not atomic:

@@ -1,0 +1,1 @@
+"""Linter corpora (see README.md): releases from PyPI, entries, scoring."""

@@ -1,0 +1,76 @@
+"""The linters a corpus run compares: the working tree's, and optionally a git revision's.
+
+Each runs as ``python -m txnsafety_lint --format json`` in a fresh process from the
+release's root, at default settings, as a user would run ``txnsafety lint .`` in their
+checkout.  A revision is checked out once into the cache (a detached ``git worktree``)
+and put first on ``PYTHONPATH`` under the package names the wheel would install.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .releases import cache_dir
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int
+    code: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Linter:
+    """A linter to run: ``pythonpath`` None means the installed (working tree) one."""
+
+    label: str
+    pythonpath: Optional[str] = None
+
+    def run(self, root: Path, extra_args: tuple[str, ...] = ()) -> list[Finding]:
+        env = dict(os.environ)
+        if self.pythonpath:
+            env["PYTHONPATH"] = self.pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+        cmd = [sys.executable, "-m", "txnsafety_lint", "--format", "json", "--exit-zero", *extra_args, "."]
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
+        try:
+            rows = json.loads(proc.stdout or "[]")
+        except json.JSONDecodeError:
+            raise RuntimeError(f"{self.label} on {root.name}: no JSON (exit {proc.returncode}): "
+                               f"{proc.stderr.strip()[-500:]}") from None
+        return [Finding(_relative(r["path"], root), int(r["line"]), r["code"], r["message"]) for r in rows]
+
+
+def _relative(path: str, root: Path) -> str:
+    path = path.replace(os.sep, "/")
+    if os.path.isabs(path):
+        path = os.path.relpath(path, root).replace(os.sep, "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path
+
+
+def at_revision(rev: str) -> Linter:
+    """The linter as committed at ``rev`` (checked out once into the cache)."""
+    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", rev], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    tree = cache_dir() / "revisions" / sha
+    if not tree.is_dir():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(tree), sha],
+                       capture_output=True, check=True)
+    pkgs = tree.parent / f"{sha}-packages"
+    pkgs.mkdir(exist_ok=True)
+    for name, target in (("txnsafety", tree / "txnsafety"), ("txnsafety_lint", tree / "linter")):
+        link = pkgs / name
+        if not link.exists():
+            link.symlink_to(target)
+    return Linter(label=sha, pythonpath=str(pkgs))

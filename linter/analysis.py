@@ -36,20 +36,29 @@ from txnsafety.codes import CODES
 from .config import NOT_LOCKS, Config, Vocab, name_matches, vocab_for, IMPORT_ROOTS
 from .model import Entity, Finding, Mutation, Scope
 from .sessions import SessionTypes, cst_local_names, is_session_type, shape_of_cst
+from .wrappers import with_wrappers
+
+#: a module that may declare its own transaction wrapper (see wrappers.py)
+_WRAPPER_HINT = re.compile(r"contextmanager|def \w+\(\s*(?:func|fn|f|view|view_func|function|wrapped)\b|wraps\(")
 
 # ---------------------------------------------------------------- prefilter
 
 _GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|\.key\b|Key\("
                r"|\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|\bndb\b|scalar|\.get\(")
-_WRITE_TOKENS = (r"\.save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.create\(|\.update\(|\.add\("
+_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\.a?update\(|\.add\("
                  r"|bulk_create|\bbegin\(|\.put_async\(")
 _TXN_TOKENS = r"atomic|transaction|begin\(|lock\("
 # tighter, for picking functions inside a module that passed the module-level test
 _F_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|key\.get\(|Key\("
-                 r"|\b[A-Z]\w*\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|scalar")
-_F_WRITE_TOKENS = (r"\.save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.create\(|\)\.update\("
+                 r"|\b[A-Z]\w*\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|scalar"
+                 r"|self\.get_object\(|get_queryset\(")
+_F_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\)\.a?update\("
                    r"|objects\.update\(|session\.add|\.add_all\(|bulk_create|\.put_async\("
                    r"|execute\(\s*(?:insert|update)\(|\.begin\(|begin_nested\(")
+
+
+_SELF_RMW = re.compile(r"self\.\w+\s*[-+]=|self\.(\w+)\s*=\s*self\.\1\b|self\.\w+\.(?:append|extend)\(")
+_SELF_WRITE = re.compile(r"self\.a?(?:save|put)\(|session\.commit\(")
 
 
 class Prefilter:
@@ -63,19 +72,21 @@ class Prefilter:
                                                               | vocab_cfg.retrying_transactions
                                                               | vocab_cfg.locks)))
         self.mut = re.compile(r"(?<!self)(?<!cls)\.\w+\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|"
-                              r"pop|remove|insert|setdefault|clear)\()|setattr\(|self\.(?:save|put)\(")
+                              r"pop|remove|insert|setdefault|clear)\()|setattr\(|self\.a?(?:save|put)\(")
         self.f_gets = re.compile(_F_GET_TOKENS + ("|" + extra_g if extra_g else ""))
         self.f_writes = re.compile(_F_WRITE_TOKENS + ("|" + extra_p if extra_p else ""))
         side = vocab_cfg.side_effects | {"send_mail", "mail_admins", "delay", "apply_async",
                                          "taskqueue", "defer", "requests", "httpx", "urlopen",
                                          "cache", "memcache", "send_email", "enqueue", "publish"}
         self.side = re.compile("|".join(re.escape(n.split(".")[-1]) for n in sorted(side)))
-        self.check = re.compile(r"exists\(|count\(|DoesNotExist|NoResultFound| is None|if not "
+        self.check = re.compile(r"exists\(|count\(|aggregate\(|DoesNotExist|NoResultFound| is None|if not "
                                 r"|(?:if|while) [^\n]*[<>]")
 
     def module_relevant(self, text: str) -> bool:
         if "select_for_update" in text:
             return True
+        if _SELF_RMW.search(text) and _SELF_WRITE.search(text):
+            return True             # a model method: ``self.n += 1; self.save()``
         if self.gets.search(text) and self.writes.search(text):
             return True
         return bool(self.txn.search(text))
@@ -88,7 +99,7 @@ class Prefilter:
             return self.txn.search(text) is not None and self.side.search(text) is not None
         if self.f_gets.search(text) and (self.mut.search(text) or self.check.search(text)):
             return True
-        if self.mut.search(text) and re.search(r"\.(save|put|put_async)\(|put_multi|commit\(|flush\(",
+        if self.mut.search(text) and re.search(r"\.(a?save|put|put_async)\(|put_multi|commit\(|flush\(",
                                                text):
             return True
         return self.txn.search(text) is not None and self.side.search(text) is not None
@@ -175,12 +186,21 @@ def receiver_prefix(call: cst.Call) -> Optional[cst.BaseExpression]:
     return None
 
 
+#: Django's async ORM (4.1+) names each query method with an ``a``; the analysis judges
+#: ``await M.objects.aget(...)`` / ``await x.asave()`` as their sync twins
+_ASYNC_TWINS = {f"a{name}": name for name in (
+    "get", "first", "last", "latest", "earliest", "get_or_create", "update_or_create", "in_bulk",
+    "save", "create", "bulk_create", "bulk_update", "update", "delete", "exists", "count",
+    "aggregate", "refresh_from_db", "contains")}
+
+
 def terminal(call: cst.Call) -> str:
     f = call.func
     if isinstance(f, cst.Name):
         return f.value
     if isinstance(f, cst.Attribute):
-        return f.attr.value
+        name = f.attr.value
+        return _ASYNC_TWINS.get(name, name)
     return ""
 
 
@@ -275,6 +295,14 @@ _SKIP_FIELDS = ("whitespace", "lpar", "rpar", "semicolon", "comma", "leading_lin
                 "footer", "lines_after", "newline", "trailing_whitespace", "equal", "colon", "dot",
                 "star", "default_indent", "default_newline", "encoding", "indent")
 _FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(kids(n))
 
 
 def kids(node: cst.CSTNode) -> list:
@@ -382,6 +410,8 @@ class ModuleInfo:
         self.import_aliases: dict[str, str] = {}
         #: model (class) name -> its txnsafety policy, declared here, inherited or imported
         self.policies: dict[str, str] = {}
+        #: class-based view -> the model it declares (``model = Order``)
+        self.view_models: dict[str, str] = {}
         decorated: list[ast.ClassDef] = []
         runner_text = _RUNNER_RE.search(source) is not None or any(
             n.split(".")[-1] in source for n in vocab_cfg.retrying_transactions | vocab_cfg.transactions)
@@ -403,6 +433,10 @@ class ModuleInfo:
             elif isinstance(node, ast.ClassDef):
                 if node.bases:
                     self.class_bases[node.name] = _base_names(node)
+                for stmt in node.body:
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and \
+                            any(isinstance(t, ast.Name) and t.id == "model" for t in stmt.targets):
+                        self.view_models[node.name] = stmt.value.id
                 if node.decorator_list:
                     decorated.append(node)
                 if self._versioned(node):
@@ -439,6 +473,25 @@ class ModuleInfo:
                 for h in getattr(node, "handlers", []) or []:
                     self._collect(h.body, cls)
 
+    def class_model(self, cls: str) -> Optional[str]:
+        """The model a class-based view declares (``model = Order``), if this module shows it."""
+        return self.view_models.get(cls)
+
+    def is_model_class(self, cls: str, _seen: Optional[set] = None) -> bool:
+        """Whether class ``cls`` of this module is (as far as its bases show) an ORM model:
+        a base named ``Model``/``...Model`` (``models.Model``, ``db.Model``, ``PolymorphicModel``),
+        a declarative base, Django's user bases, or a class of this module that is one."""
+        seen = _seen if _seen is not None else set()
+        if cls in seen:
+            return False
+        seen.add(cls)
+        for base in self.class_bases.get(cls, ()):
+            if base.endswith("Model") or base in _MODEL_BASES:
+                return True
+            if base in self.class_bases and self.is_model_class(base, seen):
+                return True
+        return cls in self.policies or cls in self.versioned
+
     def _import(self, name: str) -> None:
         for root, fw in IMPORT_ROOTS.items():
             if name == root or name.startswith(root + "."):
@@ -462,6 +515,9 @@ class ModuleInfo:
                     return True
         return False
 
+
+#: base classes (last name) that make a class an ORM model, beyond ``...Model``
+_MODEL_BASES = {"Base", "DeclarativeBase", "AbstractUser", "AbstractBaseUser", "Document"}
 
 _RUNNER_RE = re.compile(r"transaction\(|run_in_transaction|transaction_async")
 
@@ -582,6 +638,10 @@ class ModuleFacts:
             elif isinstance(node, ast.ClassDef):
                 if node.bases:
                     self.class_bases[node.name] = _base_names(node)
+                for stmt in node.body:
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and \
+                            any(isinstance(t, ast.Name) and t.id == "model" for t in stmt.targets):
+                        self.view_models[node.name] = stmt.value.id
                 if node.decorator_list:
                     decorated.append(node)
                 if ModuleInfo._versioned(node):
@@ -666,7 +726,7 @@ class CallSite:
 
 class Check:
     __slots__ = ("line", "kind", "what", "stack", "locked", "used", "framework", "models",
-                 "subject")
+                 "subject", "names")
 
     def __init__(self, line, kind, what, stack, locked, framework, models=frozenset(),
                  subject=None):
@@ -679,6 +739,8 @@ class Check:
         self.locked = locked
         self.used = False
         self.framework = framework
+        #: for an aggregate: the variables that hold the value (the act must use one)
+        self.names: set[str] = set()
 
 
 class Returned:
@@ -778,11 +840,28 @@ class FunctionAnalyzer:
             if pname == "cls":
                 continue
             self.types[pname] = self.param_type(p, first=not self.param_order[:-1])
-            ent = Entity(pname, line, (), "param", framework=None)
+            ent = self.self_entity(pname, line) or Entity(pname, line, (), "param", framework=None)
             self.params[pname] = ent
             self.entities[pname] = ent
             self.taint.pop(pname, None)
         self.block(node.body)
+
+    def self_entity(self, pname: str, line: int) -> Optional[Entity]:
+        """``self`` of a model's method: a row its caller read, wherever that was.
+
+        ``self.failures += 1; self.save()`` in a model method is a read-modify-write whose
+        read happened before the method was called; the method cannot show that read's
+        protection, so the row counts as read outside any transaction or lock (as the
+        runtime would see it unless the caller re-read it under one)."""
+        if pname != "self" or not self.is_method or self.outer is not None or self.param_order != ["self"]:
+            return None
+        cls = self.qualname.split(".", 1)[0]
+        if not self.mod.info.is_model_class(cls):
+            return None
+        fw = self.framework_hint()
+        return Entity("self", line, (), "self", model=cls, framework=fw,
+                      versioned=cls in self.mod.info.versioned, policy=self.mod.policy_of(cls),
+                      via=f"`{self.qualname}()`")
 
     # -- scopes
     def scope_for(self, expr: cst.BaseExpression, line: int, decorator: bool = False,
@@ -1052,6 +1131,14 @@ class FunctionAnalyzer:
         root_name = root.value if isinstance(root, cst.Name) else ""
         if term == "get_object_or_404":
             return mk(first_arg_name(call), None, "django")
+        if term == "get_object" and root_name == "self" and len(names) == 2 and \
+                "django" in self.mod.info.frameworks | set(self.vocab.frameworks):
+            # a class-based view's (or DRF view's) row: read by get_object(), usually in
+            # dispatch()/get_context_data() before the handler that writes it
+            return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), "self.get_object", "django")
+        if term in _DJANGO_GET_TERMINALS and "get_queryset" in names and root_name == "self":
+            return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), None, "django",
+                      maybe_none=term in ("first", "last"))
         if "objects" in names or (root_name in self.querysets and len(names) >= 2):
             if term in _DJANGO_GET_TERMINALS or term in ("get_or_404",):
                 base = self.querysets.get(root_name)
@@ -1175,6 +1262,7 @@ class FunctionAnalyzer:
         self.calls_in(value)
         # a check kept in a variable: ``exists = M.objects.filter(..).exists()``
         check = self.check_kind(value)
+        self.note_aggregate(targets, value, line)
         for t in targets:
             tgt = t.target
             if isinstance(tgt, cst.Name):
@@ -1237,7 +1325,9 @@ class FunctionAnalyzer:
             kind = "derived" if non_numeric(value.left) or non_numeric(value.right) else "counter"
         elif ent in self.sources(value):
             kind = "derived"
-        ent.pending.append(Mutation(line, attr, kind))
+        own = any(isinstance(n, cst.Attribute) and n.attr.value == attr and isinstance(n.value, cst.Name)
+                  and n.value.value == tgt.value.value for n in _walk(value))
+        ent.pending.append(Mutation(line, attr, kind, own=own))
 
     def atomic_expr(self, value: cst.CSTNode) -> bool:
         for call in iter_calls(value):
@@ -1263,7 +1353,7 @@ class FunctionAnalyzer:
                     and not non_numeric(node.value) else "derived"
                 if self.atomic_expr(node.value):
                     kind = "atomic"
-                ent.pending.append(Mutation(line, tgt.attr.value, kind))
+                ent.pending.append(Mutation(line, tgt.attr.value, kind, own=True))
         elif isinstance(tgt, cst.Subscript) and isinstance(tgt.value, cst.Attribute) and \
                 isinstance(tgt.value.value, cst.Name) and tgt.value.value.value in self.entities:
             self.entities[tgt.value.value.value].pending.append(
@@ -1408,7 +1498,7 @@ class FunctionAnalyzer:
         if term in _MUTATING_METHODS and isinstance(recv, cst.Attribute) and \
                 isinstance(recv.value, cst.Name) and recv.value.value in self.entities:
             self.entities[recv.value.value].pending.append(
-                Mutation(self.line(call), recv.attr.value, "derived"))
+                Mutation(self.line(call), recv.attr.value, "derived", own=True))
             return
         # calls to functions of this module (resolved after all functions are seen)
         if isinstance(func, cst.Name) or (recv_name is not None):
@@ -1459,7 +1549,7 @@ class FunctionAnalyzer:
                 key = a.keyword.value if a.keyword is not None else i
                 args.append((key, self.entities[a.value.value]))
         receiver = self.entities.get(recv_name) if recv_name not in (None, "self", "cls") else None
-        live = [e for e in set(self.entities.values()) if e.source != "param"]
+        live = [e for e in set(self.entities.values()) if e.source not in ("param", "self")]
         site = CallSite(term, self.line(call), self.col(call), tuple(self.stack), args, live,
                         self, receiver, module_alias)
         self.mod.call_sites.append(site)
@@ -1469,6 +1559,10 @@ class FunctionAnalyzer:
               line: Optional[int] = None) -> None:
         w_line = line if line is not None else self.line(node)
         relevant = ent.relevant(kind, fields)
+        if ent.source == "self":
+            # a model method that sets fields from arguments or other fields writes what the
+            # caller asked for; one that derives a field from its own old value loses updates
+            relevant = [m for m in relevant if m.kind == "counter" or (m.kind == "derived" and m.own)]
         if kind == "fields" and fields is not None:
             ent.pending = [m for m in ent.pending if m.attr not in fields]
         else:
@@ -1568,6 +1662,35 @@ class FunctionAnalyzer:
                     return ("count", "a count")
         return None
 
+    def aggregate_kind(self, expr: cst.CSTNode) -> Optional[str]:
+        """``"a count"`` / ``"an aggregate"`` when ``expr`` reads one from the database."""
+        for call in iter_calls(expr):
+            t = terminal(call)
+            if t == "count" and (self.orm_query(call) or dotted(call.func) == "func.count"):
+                return "a count"
+            if (t == "aggregate" and self.orm_query(call)) or dotted(call.func) in ("func.max", "func.count"):
+                return "an aggregate"
+        return None
+
+    def note_aggregate(self, targets, value: cst.BaseExpression, line: int) -> None:
+        """Aggregate-then-insert: ``n = M.objects.filter(..).count()`` (or ``Max``) and then
+        an insert that uses ``n`` (``number=n + 1``): two requests compute the same value."""
+        names = [t.target.value for t in targets if isinstance(t.target, cst.Name)]
+        if not names:
+            return
+        used = names_in(value)
+        for c in self.checks:
+            if c.kind == "aggregate" and not c.used and c.names & used:
+                c.names.update(names)         # ``number = last + 1`` carries the value on
+                return
+        what = self.aggregate_kind(value)
+        if what is None:
+            return
+        check = Check(line, "aggregate", f"`{names[0]}` computed from {what}", tuple(self.stack),
+                      self.protected_now(), None, _models_in(value))
+        check.names.update(names)
+        self.checks.append(check)
+
     def test(self, test: cst.BaseExpression, node: cst.CSTNode) -> None:
         self.calls_in(test)
         line = self.line(node)
@@ -1634,6 +1757,10 @@ class FunctionAnalyzer:
         for c in self.checks:
             if c.used or c.line > line:
                 continue
+            if c.kind == "aggregate":
+                if kind == "create" and c.names & names_in(node):
+                    pending.append(c)
+                continue
             if c.kind == "limit":
                 if kind in ("save", "update") and model is not None and model in c.models:
                     if entity is not None and c.subject is entity and \
@@ -1657,7 +1784,10 @@ class FunctionAnalyzer:
         if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
             return
         fw = self.framework_hint()
-        if check.kind in ("exists", "none"):
+        if check.kind == "aggregate":
+            fix = ("declare a unique constraint on the computed column (with its scope) and retry on "
+                   "IntegrityError, or lock the parent row before computing it")
+        elif check.kind in ("exists", "none"):
             fix = {"django": "use get_or_create()/update_or_create(), or a unique constraint and "
                              "catch IntegrityError around the create",
                    "ndb": "use get_or_insert() or do both in @ndb.transactional",
@@ -1670,7 +1800,8 @@ class FunctionAnalyzer:
                 fw, "lock the parent row with select_for_update() inside transaction.atomic() before "
                     "the check, or make the write a conditional UPDATE ... WHERE")
         self.report(node, "TXN105", (
-            f"TXN105 check-then-act: {check.what} checked at line {check.line}, then {what} at "
+            f"TXN105 check-then-act: {check.what} {'read' if check.kind == 'aggregate' else 'checked'} at "
+            f"line {check.line}, then {what} at "
             f"line {line} with nothing making the pair atomic; {fix}"))
 
     def framework_hint(self) -> Optional[str]:
@@ -1905,6 +2036,8 @@ def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, deta
         src = "came in as a parameter"
     elif ent.source == "call" and ent.via:
         src = f"read by {ent.via} at line {r}"
+    elif ent.source == "self":
+        src = f"read by the caller of {ent.via}"
     else:
         src = f"read at line {r}"
     if code == "TXN101":
@@ -2384,6 +2517,10 @@ def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = ""
                    prefilter: Optional[Prefilter] = None) -> list[Finding]:
     """Findings for one module's source.  Raises SyntaxError if it does not parse."""
     cfg = cfg or Config()
+    if _WRAPPER_HINT.search(source):
+        if tree is None:
+            tree = ast.parse(source)
+        cfg = with_wrappers(cfg, [(source, tree)])
     mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter)
     findings = mod.run()
     return [Finding(f.line, f.col, f.code, f.message, filename) for f in findings]
@@ -2417,7 +2554,7 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
     module`` + ``module.name``, relative imports): helpers that write or re-read an entity,
     helpers that return an entity they read, versioned models and model policies (also
     through re-exports and subclasses)."""
-    cfg = cfg or Config()
+    cfg = with_wrappers(cfg or Config(), [(source, tree) for _path, source, tree in files])
     prefilter = prefilter or Prefilter(cfg)
     mods: dict[str, ModuleAnalyzer] = {}
     facts: dict[str, object] = {}            # path -> ModuleInfo or ModuleFacts

@@ -39,6 +39,8 @@ class Mutation:
     line: int
     attr: str
     kind: str                 # "blind" | "derived" | "counter" | "atomic"
+    #: derived from the same field's old value (``x.n += 1``, ``x.tags.append(t)``)
+    own: bool = False
 
 
 @dataclasses.dataclass(eq=False)

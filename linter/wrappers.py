@@ -1,0 +1,120 @@
+"""A project's own transactions: context managers and decorators that open one.
+
+Real code rarely writes ``transaction.atomic()`` at every call site.  It wraps it::
+
+    @contextmanager
+    def locked_account(pk):            # a context manager whose body opens a transaction
+        with transaction.atomic():
+            yield Account.objects.select_for_update().get(pk=pk)
+
+    def in_transaction(func):          # a decorator whose wrapper calls func inside one
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with db.session.begin():
+                return func(*args, **kwargs)
+        return wrapper
+
+A ``with locked_account(pk):`` block or an ``@in_transaction`` function runs inside
+the transaction, so the linter treats these names as transactions (as if listed in
+``transactions``).  Found from the ``ast`` alone; under ``txnsafety lint`` the names
+are collected over every file first, so a wrapper declared in ``utils.py`` counts in
+``views.py``.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Iterable
+
+from .config import LOCKS, TRANSACTIONS, Config, name_matches
+
+_CONTEXT_MANAGER_DECORATORS = {"contextmanager", "asynccontextmanager"}
+#: cheap text test before any walk: a wrapper must name a transaction or a lock
+_HINT = re.compile(r"atomic|begin|transaction|lock")
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while True:
+        if isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            parts.append(node.id)
+            break
+        else:
+            break
+    return ".".join(reversed(parts))
+
+
+def _opening_withs(func: ast.AST, names: frozenset[str]) -> Iterable[ast.AST]:
+    """``with`` statements in ``func`` (not in nested functions) that open one of ``names``."""
+    stack = list(getattr(func, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                name_matches(_dotted(item.context_expr), names) for item in node.items):
+            yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.append(child)
+
+
+def _contains(node: ast.AST, kinds: tuple) -> bool:
+    return any(isinstance(n, kinds) for n in ast.walk(node))
+
+
+def _calls_param(node: ast.AST, params: set[str]) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in params
+               for n in ast.walk(node))
+
+
+def _is_wrapper(func: ast.FunctionDef | ast.AsyncFunctionDef, names: frozenset[str]) -> bool:
+    decorators = {_dotted(d).rsplit(".", 1)[-1] for d in func.decorator_list}
+    if decorators & _CONTEXT_MANAGER_DECORATORS:
+        return any(_contains(w, (ast.Yield, ast.YieldFrom)) for w in _opening_withs(func, names))
+    # a decorator (or a decorator factory): the wrapper it returns calls the wrapped
+    # function, a parameter of an enclosing function, inside the transaction
+    nested = [n for n in ast.walk(func) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not func]
+    params = {a.arg for f in [func] + nested for a in f.args.args + f.args.posonlyargs + f.args.kwonlyargs}
+    return any(_calls_param(w, params) for c in nested for w in _opening_withs(c, names))
+
+
+def _wrappers(tree: ast.AST, names: frozenset[str]) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_wrapper(node, names):
+            found.add(node.name)
+    return found
+
+
+def _preset(table: dict[str, set[str]], extra: set[str]) -> frozenset[str]:
+    out = set(extra)
+    for names in table.values():
+        out |= names
+    return frozenset(out)
+
+
+def project_wrappers(sources: Iterable[tuple[str, ast.AST]], cfg: Config) -> tuple[set[str], set[str]]:
+    """(transaction wrappers, lock wrappers) declared in ``sources`` (text, tree) pairs."""
+    txn_names = _preset(TRANSACTIONS, cfg.transactions | cfg.retrying_transactions)
+    lock_names = _preset(LOCKS, cfg.locks)
+    txns: set[str] = set()
+    locks: set[str] = set()
+    for text, tree in sources:
+        if not _HINT.search(text):
+            continue
+        txns |= _wrappers(tree, txn_names)
+        locks |= _wrappers(tree, lock_names)
+    return txns, locks
+
+
+def with_wrappers(cfg: Config, sources: Iterable[tuple[str, ast.AST]]) -> Config:
+    """``cfg`` extended with the wrappers declared in ``sources`` (a copy; ``cfg`` untouched)."""
+    txns, locks = project_wrappers(sources, cfg)
+    if not txns and not locks:
+        return cfg
+    return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks)

@@ -79,7 +79,7 @@ class Prefilter:
                                          "taskqueue", "defer", "requests", "httpx", "urlopen",
                                          "cache", "memcache", "send_email", "enqueue", "publish"}
         self.side = re.compile("|".join(re.escape(n.split(".")[-1]) for n in sorted(side)))
-        self.check = re.compile(r"exists\(|count\(|aggregate\(|DoesNotExist|NoResultFound| is None|if not "
+        self.check = re.compile(r"exists\(|count\(|aggregate\(|func\.max\(|DoesNotExist|NoResultFound| is None|if not "
                                 r"|(?:if|while) [^\n]*[<>]")
 
     def module_relevant(self, text: str) -> bool:
@@ -1046,7 +1046,9 @@ class FunctionAnalyzer:
             name, alias = func.value, None
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             name, alias = func.attr.value, func.value.value
-            if alias in self.entities or alias in ("self", "cls"):
+            if alias in ("self", "cls"):
+                return self.mod.returned_by_method(self.qualname.split(".", 1)[0], name)
+            if alias in self.entities:
                 return None
         else:
             return None
@@ -1228,6 +1230,8 @@ class FunctionAnalyzer:
         while isinstance(value, cst.Await):
             value = value.expression
         info = self.classify_get(value) if isinstance(value, cst.Call) else None
+        if info is not None and self.aggregate_kind(value):
+            info = None                 # ``session.execute(select(func.max(..))).scalar()``: a number
         if info is not None:
             self.record_get(value, info)
             for t in targets:
@@ -1699,6 +1703,12 @@ class FunctionAnalyzer:
             for n in names_in(test):
                 if n in self.check_vars:
                     found = self.check_vars[n]
+                    break
+        if found is None:
+            used = names_in(test)
+            for c in self.checks:
+                if c.kind == "aggregate" and c.names & used:
+                    found = ("count", f"{c.what} (line {c.line})", c.models)   # ``if not used:``
                     break
         if found is None:
             found = self.entity_check(test)
@@ -2193,6 +2203,8 @@ class ModuleAnalyzer:
         self.parsed_functions = 0
         #: module-level functions that may return an entity they read (analysed on demand)
         self.returner_candidates: dict[str, tuple] = {}
+        #: (class, method) -> methods that may return an entity they read (``self.get(uid)``)
+        self.method_candidates: dict[tuple[str, str], tuple] = {}
         #: id(function node) -> its analyzer (None: could not be parsed)
         self.analyzed: dict[int, Optional[FunctionAnalyzer]] = {}
         self.busy: set[int] = set()
@@ -2247,8 +2259,11 @@ class ModuleAnalyzer:
             end = fnode.end_lineno or fnode.lineno
             text = "".join(lines[start - 1:end])
             item = (fnode, cls, start, text)
-            if cls is None and "return" in text and pf.f_gets.search(text):
-                self.returner_candidates[fnode.name] = item
+            if "return" in text and pf.f_gets.search(text):
+                if cls is None:
+                    self.returner_candidates[fnode.name] = item
+                else:
+                    self.method_candidates[(cls, fnode.name)] = item
             if self.loaders_only:
                 continue
             if fnode.name in self.info.txn_targets or pf.function_relevant(text):
@@ -2258,6 +2273,9 @@ class ModuleAnalyzer:
                 self.rest.append(item)
         if self.returner_candidates and self.rest:
             self.pick_callers(_calls_re(self.returner_candidates))
+        if self.method_candidates and self.rest:
+            self.pick_callers(re.compile(r"\bself\.(?:%s)\(" % "|".join(
+                sorted({re.escape(name) for _cls, name in self.method_candidates}))))
         return True
 
     def pick_callers(self, calls: "re.Pattern[str]") -> None:
@@ -2293,12 +2311,20 @@ class ModuleAnalyzer:
             return None
         return fa.returned, name, os.path.basename(other.filename) or "another module"
 
+    def returned_by_method(self, cls: str, name: str) -> Optional[tuple]:
+        """Like ``returned_by`` for ``self.name(...)`` in a method of ``cls``: a repository's
+        or a view's own loader method (``self.get(uid)``, ``self.load_order()``)."""
+        item = self.method_candidates.get((cls, name))
+        fa = self.demand_item(item) if item is not None else None
+        return (fa.returned, f"self.{name}", "") if fa is not None and fa.returned is not None else None
+
     def on_demand(self, name: str) -> Optional[FunctionAnalyzer]:
         """The analyzer of loader candidate ``name``, analysing it now if needed (three
         helpers deep at most; a recursive helper is not followed into itself)."""
         item = self.returner_candidates.get(name)
-        if item is None:
-            return None
+        return self.demand_item(item) if item is not None else None
+
+    def demand_item(self, item: tuple) -> Optional[FunctionAnalyzer]:
         key = id(item[0])
         if key in self.analyzed:
             return self.analyzed[key]

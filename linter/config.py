@@ -10,6 +10,7 @@ A configured name without a dot matches any call whose last component is that na
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import os
 import sys
@@ -253,11 +254,17 @@ def vocab_for(frameworks: Iterable[str], cfg: Config) -> Vocab:
     )
 
 
+_BUILTINS = frozenset(dir(builtins))
+
+
 def name_matches(dotted: str, patterns: Iterable[str]) -> bool:
     """Whether call name ``dotted`` matches one of ``patterns`` (see module docstring)."""
     if not dotted:
         return False
     parts = dotted.split(".")
+    if len(parts) == 1 and parts[0] in _BUILTINS:
+        # ``set(...)`` is the builtin, not ``cache.set``: a bare builtin name only matches itself
+        return parts[0] in patterns
     for pat in patterns:
         pparts = pat.split(".")
         if pparts[-1] != parts[-1]:

@@ -36,10 +36,12 @@ from txnsafety.codes import CODES
 from .config import NOT_LOCKS, Config, Vocab, name_matches, vocab_for, IMPORT_ROOTS
 from .model import Entity, Finding, Mutation, Scope
 from .sessions import SessionTypes, cst_local_names, is_session_type, shape_of_cst
+from .constraints import covered
 from .wrappers import with_wrappers
 
 #: a module that may declare its own transaction wrapper (see wrappers.py)
-_WRAPPER_HINT = re.compile(r"contextmanager|def \w+\(\s*(?:func|fn|f|view|view_func|function|wrapped)\b|wraps\(")
+_WRAPPER_HINT = re.compile(r"unique|primary_key|OneToOneField|contextmanager|wraps\("
+                           r"|def \w+\(\s*(?:func|fn|f|view|view_func|function|wrapped)\b")
 
 # ---------------------------------------------------------------- prefilter
 
@@ -295,6 +297,26 @@ _SKIP_FIELDS = ("whitespace", "lpar", "rpar", "semicolon", "comma", "leading_lin
                 "footer", "lines_after", "newline", "trailing_whitespace", "equal", "colon", "dot",
                 "star", "default_indent", "default_newline", "encoding", "indent")
 _FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def insert_keys(node: cst.CSTNode) -> Optional[frozenset[str]]:
+    """The columns an insert sets, as keyword arguments of ``M.objects.create(...)``,
+    ``session.add(M(...))`` or ``M(...).save()``; None when they are not all visible."""
+    if not isinstance(node, cst.Call):
+        return None
+    call, term = node, terminal(node)
+    if term in ("add", "save", "put"):
+        inner = call.args[0].value if term == "add" and call.args else \
+            (call.func.value if term != "add" and isinstance(call.func, cst.Attribute) else None)
+        if not isinstance(inner, cst.Call):
+            return None
+        call = inner
+    keys = set()
+    for arg in call.args:
+        if arg.keyword is None:
+            return None            # positional or **kwargs: not known
+        keys.add(arg.keyword.value)
+    return frozenset(keys)
 
 
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -626,6 +648,7 @@ class ModuleFacts:
         self.versioned: set[str] = set()
         self.import_aliases: dict[str, str] = {}
         self.policies: dict[str, str] = {}
+        self.view_models: dict[str, str] = {}
         decorated = []
         for node in _top_level(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or node.level):
@@ -1787,6 +1810,9 @@ class FunctionAnalyzer:
         check = pending[-1]
         for c in pending:
             c.used = True
+        if check.kind in ("exists", "none") and kind == "create" and model and \
+                covered(self.mod.cfg.unique_keys.get(model, []), insert_keys(node)):
+            return                  # a unique key turns the racing insert into an IntegrityError
         if line in self.reported_write_lines:
             return
         if self.integrity_depth:

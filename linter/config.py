@@ -132,6 +132,9 @@ class Config:
     #: force presets instead of recognising them from imports.
     frameworks: set[str] = dataclasses.field(default_factory=set)
     max_bytes: int = 2_000_000
+    #: project facts, not settings: model -> unique column sets (constraints.py), filled by
+    #: the analysis from the models it sees
+    unique_keys: dict = dataclasses.field(default_factory=dict)
 
     KEYS = ("gets", "puts", "locks", "transactions", "retrying_transactions", "side_effects",
             "versioned_models", "isolation", "enable", "disable",

@@ -898,7 +898,7 @@ class FunctionAnalyzer:
         if name_matches(name, NOT_LOCKS):
             return None
         last = name.rsplit(".", 1)[-1]
-        if name_matches(name, v.transactions):
+        if name_matches(name, v.transactions) and not self.foreign_name(name):
             if last in ("begin", "begin_nested") and call is None:
                 return None
             retrying = name_matches(name, v.retrying)
@@ -916,6 +916,18 @@ class FunctionAnalyzer:
         if name_matches(name, v.locks) and call is not None:
             return Scope("lock", label, line, decorator=decorator)
         return None
+
+    def foreign_name(self, name: str) -> bool:
+        """A bare name imported from a module of no framework (``from myapp.db import
+        transactional``) that configuration does not name: the project's own function, not
+        the framework's namesake (mailman's ``@transactional`` commits once, never retries)."""
+        if "." in name or name not in self.mod.info.imports:
+            return False
+        origin = self.mod.info.imports[name][0]
+        if any(origin == root or origin.startswith(root + ".") for root in IMPORT_ROOTS):
+            return False
+        cfg = self.mod.cfg
+        return not name_matches(name, {n for n in cfg.transactions | cfg.retrying_transactions if "." not in n})
 
     # -- sessions made by factories (see sessions.py)
     def resolved_type(self, expr: cst.BaseExpression) -> Optional[str]:

@@ -9,7 +9,9 @@ the ``ast`` of model classes, for Django and SQLAlchemy alike:
   ``Meta.unique_together`` and ``Meta.constraints`` with ``UniqueConstraint(fields=...)``;
 * SQLAlchemy: ``Column(..., unique=True)`` / ``mapped_column(..., primary_key=True)`` and
   ``__table_args__`` entries ``UniqueConstraint("a", "b")``, ``PrimaryKeyConstraint``
-  and ``Index(..., unique=True)``.
+  and ``Index(..., unique=True)``; classical mappings too: a ``Table(...)`` with such
+  columns and constraints, mapped by ``mapper(Cls, table)``, ``map_imperatively`` or
+  ``__table__ = table``.
 
 A relation ``user`` and its column ``user_id`` are one column (``column()``), as is ``pk`` and ``id``.
 Models are known by class name, as everywhere in the linter.  Partial unique indexes
@@ -111,16 +113,57 @@ def _meta_keys(cls: ast.ClassDef) -> list[list[str]]:
     return out
 
 
+def _table_keys(call: ast.Call) -> list[list[str]]:
+    """Unique column lists of a ``Table("name", metadata, Column("c", unique=True), ...)``."""
+    out = _declared_keys(ast.Tuple(elts=[a for a in call.args if _last(a) != "Column"], ctx=ast.Load()))
+    for arg in call.args:
+        if isinstance(arg, ast.Call) and _last(arg) == "Column" and arg.args and \
+                (_true_kwarg(arg, "unique") or _true_kwarg(arg, "primary_key")):
+            out.append(_strings(arg.args[0]))
+    return out
+
+
+def _imperative_tables(tree: ast.AST) -> dict[str, list[list[str]]]:
+    """Classical mappings: ``t = Table(...)`` then ``mapper(Cls, t)`` / ``map_imperatively(Cls, t)``
+    (ckan, mailman and other pre-declarative code)."""
+    tables: dict[str, list[list[str]]] = {}
+    mapped: dict[str, list[list[str]]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _last(node.value) == "Table":
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    tables[target.id] = _table_keys(node.value)
+    if not tables:
+        return mapped
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _last(node) in ("mapper", "map_imperatively") and len(node.args) >= 2:
+            cls, table = node.args[0], node.args[1]
+            if isinstance(cls, ast.Name) and isinstance(table, ast.Name) and table.id in tables:
+                mapped.setdefault(cls.id, []).extend(tables[table.id])
+        elif isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and \
+                        stmt.value.id in tables and any(isinstance(t, ast.Name) and t.id == "__table__"
+                                                        for t in stmt.targets):
+                    mapped.setdefault(node.name, []).extend(tables[stmt.value.id])
+    return mapped
+
+
 def unique_keys(sources: Iterable[tuple[str, ast.AST]]) -> UniqueKeys:
     """Model class name -> the column sets it declares unique (over all ``sources``)."""
     found: UniqueKeys = {}
     for text, tree in sources:
         if not _HINT.search(text):
             continue
+        declared: dict[str, list] = {}
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-            keys = _field_keys(cls) + [frozenset(k) for k in _meta_keys(cls) if k]
+            declared.setdefault(cls.name, []).extend(_field_keys(cls) + [k for k in _meta_keys(cls) if k])
+        if "Table(" in text:
+            for cls, keys in _imperative_tables(tree).items():
+                declared.setdefault(cls, []).extend(k for k in keys if k)
+        for cls, keys in declared.items():
             if keys:
-                found.setdefault(cls.name, []).extend(frozenset(map(column, k)) for k in keys)
+                found.setdefault(cls, []).extend(frozenset(map(column, k)) for k in keys)
     return found
 
 

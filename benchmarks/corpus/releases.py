@@ -45,7 +45,9 @@ class ReleaseError(Exception):
 
 def _download(release: Release, into: Path) -> Path:
     into.mkdir(parents=True, exist_ok=True)
-    binary = ["--no-binary", ":all:"] if release.dist == "sdist" else ["--only-binary", ":all:"]
+    # only this package's format is forced: with ``:all:`` pip would also build its build
+    # dependencies from source (old setuptools, Rust-backed ones), which often fails
+    binary = ["--no-binary" if release.dist == "sdist" else "--only-binary", release.name]
     # pip prepares an sdist's metadata (in an isolated build environment) before it keeps it
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q",
            *binary, "-d", str(into), release.label]

@@ -53,7 +53,7 @@ _TXN_TOKENS = r"atomic|transaction|begin\(|lock\("
 # tighter, for picking functions inside a module that passed the module-level test
 _F_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|key\.get\(|Key\("
                  r"|\b[A-Z]\w*\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|scalar"
-                 r"|self\.get_object\(|get_queryset\(")
+                 r"|self\.get_object\(|get_queryset\(|self\.(?:get|filter|first)\(")
 _F_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\)\.a?update\("
                    r"|objects\.update\(|session\.add|\.add_all\(|bulk_create|\.put_async\("
                    r"|execute\(\s*(?:insert|update)\(|\.begin\(|begin_nested\(")
@@ -499,20 +499,21 @@ class ModuleInfo:
         """The model a class-based view declares (``model = Order``), if this module shows it."""
         return self.view_models.get(cls)
 
-    def is_model_class(self, cls: str, _seen: Optional[set] = None) -> bool:
+    def is_model_class(self, cls: str, _seen: Optional[set] = None, bases: tuple = ()) -> bool:
         """Whether class ``cls`` of this module is (as far as its bases show) an ORM model:
         a base named ``Model``/``...Model`` (``models.Model``, ``db.Model``, ``PolymorphicModel``),
-        a declarative base, Django's user bases, or a class of this module that is one."""
+        a declarative base, Django's user bases, or a class of this module that is one.
+        With ``bases`` (suffixes such as ``_MANAGER_BASES``): whether it is one of those."""
         seen = _seen if _seen is not None else set()
         if cls in seen:
             return False
         seen.add(cls)
         for base in self.class_bases.get(cls, ()):
-            if base.endswith("Model") or base in _MODEL_BASES:
+            if base.endswith(bases) if bases else (base.endswith("Model") or base in _MODEL_BASES):
                 return True
-            if base in self.class_bases and self.is_model_class(base, seen):
+            if base in self.class_bases and self.is_model_class(base, seen, bases):
                 return True
-        return cls in self.policies or cls in self.versioned
+        return not bases and (cls in self.policies or cls in self.versioned)
 
     def _import(self, name: str) -> None:
         for root, fw in IMPORT_ROOTS.items():
@@ -538,6 +539,8 @@ class ModuleInfo:
         return False
 
 
+#: base class suffixes of Django's managers and querysets (``models.Manager``, ``BaseUserManager``)
+_MANAGER_BASES = ("Manager", "QuerySet")
 #: base classes (last name) that make a class an ORM model, beyond ``...Model``
 _MODEL_BASES = {"Base", "DeclarativeBase", "AbstractUser", "AbstractBaseUser", "Document"}
 
@@ -856,6 +859,11 @@ class FunctionAnalyzer:
         if self.mod.session_types is not None:
             # this function's own names are not the module's (nor an enclosing function's)
             self.types.update(dict.fromkeys(cst_local_names(node), ""))
+        if self.is_method and self.outer is None and \
+                self.mod.info.is_model_class(self.qualname.split(".", 1)[0], bases=_MANAGER_BASES):
+            # a custom manager's or queryset's method: ``self.get(...)`` / ``self.create(...)``
+            # are ``Model.objects.get(...)`` / ``.create(...)``
+            self.querysets["self"] = GetInfo(None, None, None, "django")
         params = node.params
         for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
             pname = p.name.value
@@ -1499,7 +1507,8 @@ class FunctionAnalyzer:
                     model = self.new_objects.get(arg.value)
             self.act(call, f"`{code_of(func)}()`", model, "create")
             return
-        if term in ("create", "bulk_create") and "objects" in chain(call)[0]:
+        if term in ("create", "bulk_create") and ("objects" in chain(call)[0] or (
+                isinstance(chain(call)[2], cst.Name) and chain(call)[2].value in self.querysets)):
             if kwarg(call, "ignore_conflicts") is None and kwarg(call, "update_conflicts") is None:
                 root = chain(call)[2]
                 self.act(call, f"`{label(call.func)}()`",

@@ -1584,8 +1584,9 @@ class FunctionAnalyzer:
         return True
 
     def record_call_site(self, call: cst.Call, term: str, recv_name: Optional[str]) -> None:
-        if term not in self.mod.function_names:
-            return
+        on_entity = recv_name in self.entities and recv_name not in ("self", "cls")
+        if term not in self.mod.function_names and not on_entity:
+            return              # ``x.method()`` on a row is kept: a model method may write it
         module_alias = None
         if recv_name is not None and recv_name not in ("self", "cls") and recv_name not in self.entities:
             if recv_name not in self.mod.module_aliases:
@@ -1611,6 +1612,9 @@ class FunctionAnalyzer:
             # a model method that sets fields from arguments or other fields writes what the
             # caller asked for; one that derives a field from its own old value loses updates
             relevant = [m for m in relevant if m.kind == "counter" or (m.kind == "derived" and m.own)]
+            if relevant and not any(s.kind for s in self.stack if not s.decorator):
+                # callers that read the row are judged at their call (resolve_calls)
+                self.param_writes.setdefault("self", (w_line, relevant, kind))
         if kind == "fields" and fields is not None:
             ent.pending = [m for m in ent.pending if m.attr not in fields]
         else:
@@ -2252,6 +2256,8 @@ class ModuleAnalyzer:
         self.returner_candidates: dict[str, tuple] = {}
         #: (class, method) -> methods that may return an entity they read (``self.get(uid)``)
         self.method_candidates: dict[tuple[str, str], tuple] = {}
+        #: (class, method) -> its analyzer, for ``row.method()`` calls on an entity
+        self.methods: dict[tuple[str, str], FunctionAnalyzer] = {}
         #: id(function node) -> its analyzer (None: could not be parsed)
         self.analyzed: dict[int, Optional[FunctionAnalyzer]] = {}
         self.busy: set[int] = set()
@@ -2470,11 +2476,14 @@ class ModuleAnalyzer:
         fa = FunctionAnalyzer(self, fdef, positions, offset, qual, is_method=cls is not None)
         fa.run()
         self.functions.setdefault(fnode.name, fa)
+        if cls is not None:
+            self.methods[(cls, fnode.name)] = fa
         return fa
 
     @staticmethod
-    def resolve_calls(modules: list, call_sites: list, lookup) -> None:
-        """Join call sites to the functions they call (``lookup(site)`` finds the callee)."""
+    def resolve_calls(modules: list, call_sites: list, lookup, complete=None) -> None:
+        """Join call sites to the functions they call (``lookup(site)`` finds the callee).
+        ``complete(callee, n)``: whether ``n`` resolved calls are all the calls there are."""
         callers: dict[int, list[CallSite]] = {}
         analyzers: dict[int, FunctionAnalyzer] = {}
         # a helper's helpers count as its own: propagate re-read-and-write summaries up
@@ -2513,6 +2522,9 @@ class ModuleAnalyzer:
             if id(fa) in visiting:
                 return False
             sites = callers.get(id(fa), [])
+            if fa.is_method and complete is not None and not complete(fa, len(sites)):
+                memo[key] = False
+                return False        # a call the analysis did not see may hold no protection
             ok = bool(sites) and all(
                 (any(sc.kind == need for sc in site.stack) if need in ("txn", "lock")
                  else bool(site.stack))
@@ -2751,15 +2763,57 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
             t = target(m, site.callee)
             if t is not None:
                 return t[0].functions.get(t[1])
-        return None
+        return method_of(site)
 
-    ModuleAnalyzer.resolve_calls(list(mods.values()), sites, lookup)
+    def method_of(site: CallSite) -> Optional[FunctionAnalyzer]:
+        """``row.method()`` on an entity: the model method of that name, by the row's model
+        when known, else the only model class in the project that defines it."""
+        if site.receiver is None or site.module_alias is not None:
+            return None
+        found = methods.get(site.callee, [])
+        model = site.receiver.model
+        if model is not None:
+            found = [(cls, fa) for cls, fa in found if cls == model]
+        return found[0][1] if len(found) == 1 else None
+
+    methods: dict[str, list[tuple[str, FunctionAnalyzer]]] = {}
+    for m in mods.values():
+        for (cls, name), fa in m.methods.items():
+            if "self" in fa.param_writes and m.info.is_model_class(cls):
+                methods.setdefault(name, []).append((cls, fa))
+    calls_seen = _method_callers(mods, methods, sites, files) if methods else {}
+    ModuleAnalyzer.resolve_calls(list(mods.values()), sites, lookup,
+                                 complete=lambda fa, n: calls_seen.get(fa.name, n) <= n)
     out = {}
     for path, m in mods.items():
         if m.loaders_only and not m.findings:
             continue
         out[path] = [Finding(f.line, f.col, f.code, f.message, path) for f in m.results()]
     return out
+
+
+def _method_callers(mods: dict, methods: dict, sites: list, files: Sequence) -> dict[str, int]:
+    """Analyse the functions that call a row-writing model method (``row.verify(t)``) so
+    their calls are judged, and count the calls the project's text holds: a method's own
+    finding is dropped for protected callers only when every call was seen."""
+    pattern = re.compile(r"\.(%s)\(" % "|".join(sorted(re.escape(n) for n in methods)))
+    for m in mods.values():
+        if m.loaders_only or not m.rest:
+            continue
+        keep = []
+        for item in m.rest:
+            if pattern.search(item[3]):
+                before = len(m.call_sites)
+                m.analyze_function(*item)
+                sites.extend(m.call_sites[before:])
+            else:
+                keep.append(item)
+        m.rest = keep
+    counts: dict[str, int] = {}
+    for _path, source, _tree in files:
+        for found in pattern.finditer(source):
+            counts[found.group(1)] = counts.get(found.group(1), 0) + 1
+    return counts
 
 
 def _share_models(facts: dict, resolve, configured: set) -> None:

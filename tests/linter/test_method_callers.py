@@ -1,0 +1,72 @@
+"""A model method that changes its own row (``self.n += 1; self.save()``), judged with its callers.
+
+The method cannot see how its caller read the row, so alone it is reported at its own
+write. Across the project, a caller that read the row without protection gets the
+finding at its call, naming both ends. A method whose every call the project shows is made
+under protection is not reported. A call the analysis did not see keeps the method's own
+finding.
+"""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from txnsafety_lint.analysis import analyze_project
+from txnsafety_lint.config import Config
+
+MODELS = textwrap.dedent("""\
+    from django.db import models
+
+
+    class Device(models.Model):
+        last_t = models.IntegerField()
+
+        def verify_token(self, t):
+            if t > self.last_t:
+                self.last_t = self.last_t + 1
+                self.save()
+                return True
+            return False
+    """)
+LOCKED_CALLER = textwrap.dedent("""\
+    def match_token_locked(user, token):
+        with transaction.atomic():
+            device = Device.objects.select_for_update().get(user=user)
+            return device.verify_token(token)
+    """)
+UNLOCKED_CALLER = textwrap.dedent("""\
+    def match_token(user, token):
+        device = Device.objects.get(user=user)
+        return device.verify_token(token)
+    """)
+HEADER = "from django.db import transaction\nfrom .models import Device\n\n\n"
+
+
+def lint(**files: str) -> dict[str, list[tuple[int, str, str]]]:
+    parsed = [(f"app/{name}.py", text, ast.parse(text)) for name, text in files.items()]
+    found = analyze_project(parsed, Config(), ["."])
+    return {path.split("/")[-1]: [(f.line, f.code, f.message) for f in fs] for path, fs in found.items() if fs}
+
+
+def test_alone_the_method_is_reported_at_its_write():
+    found = lint(models=MODELS)
+    assert [(line, code) for line, code, _m in found["models.py"]] == [(10, "TXN106")]
+    assert "read by the caller of `Device.verify_token()`" in found["models.py"][0][2]
+
+
+def test_an_unprotected_caller_is_reported_at_its_call_naming_both_ends():
+    found = lint(models=MODELS, views=HEADER + UNLOCKED_CALLER + "\n\n" + LOCKED_CALLER)
+    (line, code, message), = found["views.py"]
+    assert (line, code) == (7, "TXN106")
+    assert "read at line 6" in message and "written by `verify_token()` (models.py line 10)" in message
+    assert [code for _l, code, _m in found["models.py"]] == ["TXN106"]
+
+
+def test_every_call_under_protection_leaves_the_method_unreported():
+    assert lint(models=MODELS, views=HEADER + LOCKED_CALLER) == {}
+
+
+def test_a_call_the_analysis_cannot_judge_keeps_the_method_reported():
+    other = "def f(d):\n    return d.verify_token(1)\n"
+    found = lint(models=MODELS, views=HEADER + LOCKED_CALLER, other=other)
+    assert [code for _l, code, _m in found["models.py"]] == ["TXN106"]

@@ -239,18 +239,27 @@ def _union(table: dict[str, set[str]], frameworks: Iterable[str], extra: set[str
 
 def vocab_for(frameworks: Iterable[str], cfg: Config) -> Vocab:
     fws = set(frameworks) | set(cfg.frameworks)
-    if not fws - {"txnsafety"}:
+    implicit = not fws - {"txnsafety"}
+    if implicit:
         fws |= {"django", "sqlalchemy", "ndb"}
     fws.add("txnsafety")
     iso = cfg.isolation
     weak = True if iso is None else iso in WEAK_ISOLATION
+    retrying = _union(RETRYING_TRANSACTIONS, fws, cfg.retrying_transactions)
+    transactions = _union(TRANSACTIONS, fws, cfg.transactions | cfg.retrying_transactions)
+    if implicit:
+        # no framework imported: App Engine's names count only when spelt ``ndb.``/``db.``;
+        # a project's own ``@transactional`` (mailman's commits once) is no retrying ndb one
+        bare = {n for n in _union(RETRYING_TRANSACTIONS, {"ndb"}, set()) if "." not in n}
+        retrying -= bare - cfg.retrying_transactions
+        transactions -= bare - cfg.transactions - cfg.retrying_transactions
     return Vocab(
         frameworks=frozenset(fws),
         gets=_union(GETS, fws, cfg.gets),
         puts=_union(PUTS, fws, cfg.puts),
         locks=_union(LOCKS, fws, cfg.locks),
-        transactions=_union(TRANSACTIONS, fws, cfg.transactions | cfg.retrying_transactions),
-        retrying=_union(RETRYING_TRANSACTIONS, fws, cfg.retrying_transactions),
+        transactions=transactions,
+        retrying=retrying,
         side_effects=_union(SIDE_EFFECTS, fws, cfg.side_effects),
         weak_isolation=weak,
         ndb_serializable=(iso is None or iso in STRONG_ISOLATION),

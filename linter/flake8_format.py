@@ -7,13 +7,18 @@ and ``--format=txnsafety-github`` prints ``::error`` annotations.
 """
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
-from typing import Any
+from typing import Any, Optional
 
 from flake8.formatting.base import BaseFormatter
 
+from .files import shown_path
+from .identity import enclosing_function
 from .model import Finding
 from .report import _escape_gh, sarif
+from .settings import ConfigError, project_root
 
 
 class SarifFormatter(BaseFormatter):
@@ -36,8 +41,14 @@ class SarifFormatter(BaseFormatter):
 
     def stop(self) -> None:
         from txnsafety.codes import CODES
-        txn = [f for f, code in self._findings if code in CODES]
-        other = [f for f, code in self._findings if code not in CODES]
+        try:
+            root = project_root(".")
+        except ConfigError:  # pragma: no cover - the plugin already stopped flake8
+            root = "."
+        trees: dict[str, Optional[ast.AST]] = {}
+        txn = [_placed(f, root, trees) for f, code in self._findings if code in CODES]
+        other = [dataclasses.replace(f, path=shown_path(f.path, root))
+                 for f, code in self._findings if code not in CODES]
         doc = json.loads(sarif(txn))
         run = doc["runs"][0]
         rules = run["tool"]["driver"]["rules"]
@@ -69,6 +80,20 @@ class GithubFormatter(BaseFormatter):
         return (f"::error file={_escape_gh(error.filename, True)},line={error.line_number},"
                 f"col={error.column_number},title={_escape_gh(error.code, True)}::"
                 f"{_escape_gh(error.code + ' ' + error.text)}")
+
+
+def _placed(f: Finding, root: str, trees: dict[str, Optional[ast.AST]]) -> Finding:
+    """``f`` with its path relative to the project root and its enclosing function, as
+    ``txnsafety lint`` reports it (so both give the same SARIF fingerprints)."""
+    if f.path not in trees:
+        try:
+            with open(f.path, "rb") as fh:
+                trees[f.path] = ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            trees[f.path] = None
+    tree = trees[f.path]
+    return dataclasses.replace(f, path=shown_path(f.path, root),
+                               function=enclosing_function(tree, f.line) if tree else None)
 
 
 def _rel(path: str) -> str:

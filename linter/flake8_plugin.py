@@ -3,16 +3,24 @@
 flake8 hands us its ``ast`` tree and the file's lines; the analysis only runs
 libcst on the functions the cheap ``ast``/text prefilter keeps.  ``# noqa`` is
 applied by flake8 itself.
+
+The configuration comes from the same loader as ``txnsafety lint``
+(:func:`settings.load_settings`): ``[tool.txnsafety]`` over flake8's ``txn-*`` options,
+file roles (tests, migrations... are quiet) and ``per-file-ignores`` of
+``[tool.txnsafety]``.  Which files are checked is flake8's business (its ``exclude``).
+A bad configuration stops flake8 with one line on stderr and exit status 2: findings
+judged under defaults the user did not ask for would be worse than none.
 """
 from __future__ import annotations
 
 import ast
-import os
 import sys
 from typing import Any, Iterator, Optional
 
-from .analysis import Prefilter, analyze_source
-from .config import Config, config_from, find_pyproject
+from .analysis import Prefilter
+from .project import analyze_one
+from .settings import (ConfigError, Settings, apply_mapping, find_flake8_config, flake8_txn_options,
+                       load_settings)
 
 try:  # pragma: no cover - version is informational
     from importlib.metadata import version as _version
@@ -28,7 +36,7 @@ class Plugin:
     name = "txnsafety"
     version = __version__
 
-    _config: Optional[Config] = None
+    _settings: Optional[Settings] = None
     _prefilter: Optional[Prefilter] = None
 
     def __init__(self, tree: ast.AST, filename: str = "(none)", lines: Optional[list] = None):
@@ -48,41 +56,27 @@ class Plugin:
         manager.add_option("--txn-side-effects-in-any-transaction", default=False,
                            action="store_true", parse_from_config=True,
                            help="txnsafety: report side effects in any transaction (TXN107)")
+        manager.add_option("--txn-include", default="", parse_from_config=False,
+                           comma_separated_list=True,
+                           help="txnsafety: report findings in these quiet groups too "
+                                "(tests, migrations, scripts)")
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
-        mapping: dict[str, Any] = {}
-        for opt in _LIST_OPTIONS:
-            value = getattr(options, "txn_" + opt.replace("-", "_"), None)
-            if value:
-                mapping[opt] = value
-        iso = getattr(options, "txn_isolation", "")
-        if iso:
-            mapping["isolation"] = iso
-        if getattr(options, "txn_side_effects_in_any_transaction", False):
-            mapping["side-effects-in-any-transaction"] = True
-        # an explicit --select/--extend-select of an opt-in code enables it
-        for attr in ("select", "extend_select", "enable_extensions"):
-            for code in getattr(options, attr, None) or ():
-                if str(code).upper() == "TXN109":
-                    mapping.setdefault("enable", []).append("TXN109")
+        start = (getattr(options, "filenames", None) or ["."])[0]
         try:
-            cfg = config_from(None, find_pyproject(os.getcwd()))
-        except Exception as exc:  # noqa: BLE001 - a bad pyproject must not crash flake8
-            sys.stderr.write(f"txnsafety: ignoring [tool.txnsafety] in pyproject.toml: {exc}\n")
-            cfg = Config()
-        try:
-            cfg.update(mapping)
-        except ValueError as exc:
-            sys.stderr.write(f"txnsafety: bad flake8 option: {exc}\n")
-        cls._config = cfg
-        cls._prefilter = Prefilter(cfg)
+            cls._settings = _load(options, start)
+        except ConfigError as exc:
+            sys.stderr.write(f"txnsafety: configuration error: {exc}\n")
+            raise SystemExit(2) from None
+        cls._prefilter = Prefilter(cls._settings.analysis)
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
-        cfg = type(self)._config
-        if cfg is None:
-            cfg = type(self)._config = Config()
-            type(self)._prefilter = Prefilter(cfg)
+        settings = type(self)._settings
+        if settings is None:
+            settings = type(self)._settings = Settings()
+            type(self)._prefilter = Prefilter(settings.analysis)
+        cfg = settings.analysis
         if self.lines is None:
             try:
                 with open(self.filename, encoding="utf-8") as fh:
@@ -93,9 +87,51 @@ class Plugin:
         if len(source) > cfg.max_bytes:
             return
         try:
-            findings = analyze_source(source, cfg, self.filename, tree=self.tree,
-                                      prefilter=type(self)._prefilter)
+            findings = analyze_one(self.filename, source, self.tree, settings,
+                                   type(self)._prefilter)
         except (SyntaxError, RecursionError, ValueError, MemoryError):
             return
         for f in findings:
             yield f.line, f.col, f.message, type(self)
+
+
+def _cli_overrides(options: Any, from_file: dict[str, str]) -> dict[str, Any]:
+    """The ``txn-*`` values flake8 parsed that its configuration file did not give: the
+    ones from flake8's command line, applied last as ``txnsafety lint``'s options are."""
+    mapping: dict[str, Any] = {}
+    for opt in _LIST_OPTIONS:
+        value = getattr(options, "txn_" + opt.replace("-", "_"), None)
+        if value:
+            mapping["txn-" + opt] = ",".join(value)
+    iso = getattr(options, "txn_isolation", "")
+    if iso:
+        mapping["txn-isolation"] = iso
+    if getattr(options, "txn_side_effects_in_any_transaction", False):
+        mapping["txn-side-effects-in-any-transaction"] = "true"
+    for group in getattr(options, "txn_include", None) or ():
+        mapping[f"txn-include-{group.strip()}"] = "true"
+    # an explicit --select/--extend-select of an opt-in code enables it
+    for attr in ("select", "extend_select", "enable_extensions"):
+        for code in getattr(options, attr, None) or ():
+            if str(code).upper() == "TXN109":
+                mapping["txn-enable"] = ",".join(filter(None, [mapping.get("txn-enable"), "TXN109"]))
+    normal = {k.replace("_", "-"): v for k, v in from_file.items()}
+    return {k: v for k, v in mapping.items()
+            if _normal_value(normal.get(k)) != _normal_value(v)}
+
+
+def _normal_value(value: Any) -> Any:
+    if value is None:
+        return None
+    return tuple(sorted(v.strip().lower() for v in str(value).replace("\n", ",").split(",")
+                        if v.strip()))
+
+
+def _load(options: Any, start: str) -> Settings:
+    """One loader for flake8 and the command: files first, flake8's command line last."""
+    settings = load_settings(start)
+    flake8_file = find_flake8_config(start)
+    from_file = flake8_txn_options(flake8_file) if flake8_file else {}
+    apply_mapping(settings, _cli_overrides(options, from_file), None, "flake8 command line",
+                  from_ini=True)
+    return settings

@@ -12,6 +12,9 @@ class Finding:
     code: str
     message: str
     path: str = ""
+    #: qualified name of the enclosing function or class (``Shop.checkout``); None at
+    #: module level.  Part of the finding's identity (fingerprints), not of its position.
+    function: Optional[str] = None
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.col, self.code)

@@ -18,6 +18,23 @@ def _lint(argv: Sequence[str]) -> int:
     return lint_main(list(argv))
 
 
+def _codes(code: str | None) -> int:
+    from .codes import CODES, Code
+    if code is None:
+        for c in Code:
+            print(f"{c.value}  {c.kind:<26}{c.summary}")
+        return 0
+    from .code_pages import page
+    text = page(code)
+    if text is None:
+        known = code.strip().upper() in CODES
+        why = "its page is not installed" if known else f"unknown code (known: {', '.join(CODES)})"
+        print(f"txnsafety codes: {code}: {why}", file=sys.stderr)
+        return 2
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="txnsafety",
@@ -33,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "fire concurrent clients at each racy endpoint and its fixed twins, count the writes lost, "
                     "and write an HTML and JSON report. Exit status 1 if a fixed twin loses a write or is "
                     "reported."))
-    sub.add_parser("codes", help="list the TXN codes")
+    codes = sub.add_parser("codes", help="list the TXN codes, or print one code's page",
+                           description="Without CODE: one line per code. With CODE (TXN102): "
+                                       "its page (docs/codes/TXN102.md), offline.")
+    codes.add_argument("code", nargs="?", help="a code, e.g. TXN102")
     return parser
 
 
@@ -57,10 +77,7 @@ def _main(argv: Sequence[str] | None) -> int:
         from .demo import command as demo
         return demo.run(args)
     if args.command == "codes":
-        from .codes import Code
-        for code in Code:
-            print(f"{code.value}  {code.kind:<26}{code.summary}")
-        return 0
+        return _codes(args.code)
     parser.print_help()
     return 0 if args.command is None and not args_list else 2
 

@@ -96,7 +96,7 @@ def test_baseline_reports_only_new_findings(tree, tmp_path, capsys):
     baseline = tmp_path / "baseline.json"
     assert main([str(tree), "--write-baseline", str(baseline)]) == 0
     data = json.loads(baseline.read_text())
-    assert data["version"] == 1 and len(data["findings"]) == 1
+    assert data["version"] == 2 and len(data["findings"]) == 1
     assert main([str(tree), "--baseline", str(baseline)]) == 0
     # shifting the old finding down does not make it new
     bad = tree / "pkg" / "bad.py"

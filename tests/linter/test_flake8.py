@@ -82,13 +82,15 @@ def test_plugin_survives_what_libcst_cannot_parse():
     assert list(Plugin(ast.parse(src), "x.py", src.splitlines(True)).run()) == []
 
 
-def test_broken_pyproject_does_not_crash_flake8(tmp_path):
+def test_broken_pyproject_stops_flake8_with_one_line(tmp_path):
+    """Never a traceback, and never findings judged under defaults nobody asked for."""
     (tmp_path / "pyproject.toml").write_text("[tool.txnsafety\n")
     (tmp_path / "app.py").write_text(SRC)
     proc = subprocess.run([sys.executable, "-m", "flake8", "--select", "TXN", "app.py"],
                           capture_output=True, text=True, cwd=tmp_path)
-    assert proc.returncode == 1 and "TXN101" in proc.stdout
-    assert "ignoring [tool.txnsafety]" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith("txnsafety: configuration error: pyproject.toml: invalid TOML")
 
 
 def test_pyproject_read_by_plugin(tmp_path):

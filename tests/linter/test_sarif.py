@@ -34,7 +34,7 @@ def test_sarif_validates():
         assert rule_ids[res["ruleIndex"]] == res["ruleId"]
         uri = res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
         assert uri.startswith("fixtures/lint/") and not uri.startswith("/")
-    assert len({r["partialFingerprints"]["txnsafety/v1"] for r in run["results"]}) == len(findings)
+    assert len({r["partialFingerprints"]["txnsafety/v2"] for r in run["results"]}) == len(findings)
 
 
 def test_empty_sarif_validates():

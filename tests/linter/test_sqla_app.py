@@ -42,7 +42,7 @@ def owner(path, line):
 
 
 def test_only_the_unsafe_variants_are_reported(capsys):
-    main([str(APP)])
+    main([str(APP), "--include-tests"])   # fixtures/ is quiet by default
     got: dict = {}
     for text in capsys.readouterr().out.splitlines():
         path, line, _col, rest = text.split(":", 3)
@@ -54,14 +54,14 @@ def test_only_the_unsafe_variants_are_reported(capsys):
 
 
 def test_version_column_twins_are_never_named(capsys):
-    main([str(APP)])
+    main([str(APP), "--include-tests"])   # fixtures/ is quiet by default
     out = capsys.readouterr().out
     assert "`doc." not in out and "`vcounter" not in out
 
 
 def test_a_dangerously_written_model_gets_only_txn103(capsys):
     """``tally.n += 10`` outside any transaction is what the policy declares: no TXN106."""
-    main([str(APP)])
+    main([str(APP), "--include-tests"])   # fixtures/ is quiet by default
     for line in capsys.readouterr().out.splitlines():
         if "`tally" in line or "`again" in line:
             assert " TXN103 " in line, line

@@ -34,13 +34,28 @@ def _functions(path: str) -> list[tuple[int, int, str]]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
+def _resolve(shown: str, directory: str) -> str:
+    """The file under ``directory`` that a reported path (relative to the project root,
+    which may lie above ``directory``) names."""
+    if os.path.isabs(shown):
+        return shown
+    parts = shown.split("/")
+    for i in range(len(parts)):
+        candidate = os.path.join(directory, *parts[i:])
+        if os.path.isfile(candidate):
+            return candidate
+    return os.path.join(directory, shown)
+
+
 def lint(directory: str) -> list[StaticFinding]:
     """Run ``txnsafety lint`` on ``directory`` (its JSON output) and place each finding."""
     from txnsafety_lint.cli import main as lint_main
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "findings.json")
-        status = lint_main(["--format", "json", "--output", out, "--exit-zero", directory])
+        # --include-tests: in a checkout the lab lives under fixtures/, a test-fixture folder
+        status = lint_main(["--format", "json", "--output", out, "--exit-zero", "--include-tests",
+                            directory])
         if status != 0:
             raise RuntimeError(f"txnsafety lint could not check {directory} (exit status {status})")
         with open(out, encoding="utf-8") as fh:
@@ -48,7 +63,7 @@ def lint(directory: str) -> list[StaticFinding]:
     spans: dict[str, list[tuple[int, int, str]]] = {}
     findings = []
     for item in raw:
-        path = item["path"]
+        path = _resolve(item["path"], directory)
         if path not in spans:
             spans[path] = _functions(path)
         function = next((name for start, end, name in spans[path] if start <= item["line"] <= end), "")

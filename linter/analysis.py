@@ -1336,6 +1336,8 @@ class FunctionAnalyzer:
                 if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():
                     self.sessions.add(n)
                 self.note_local(n, value)
+            elif isinstance(tgt, cst.Attribute) and self.copied_as_new(tgt, value):
+                continue
             elif isinstance(tgt, cst.Attribute):
                 self.mutate_attr(tgt, value, line)
             elif isinstance(tgt, cst.Subscript):
@@ -1353,6 +1355,20 @@ class FunctionAnalyzer:
             elif n in self.taint:
                 out |= self.taint[n]
         return out
+
+    def copied_as_new(self, tgt: cst.Attribute, value: cst.BaseExpression) -> bool:
+        """``x.pk = None`` (``x.id = None``, ``x._state.adding = True``): Django's way to copy a
+        row; the next ``save()`` inserts a new one, so ``x`` is a new object, not a read row."""
+        base = tgt.value
+        if isinstance(base, cst.Attribute) and base.attr.value == "_state" and tgt.attr.value == "adding":
+            base, fresh = base.value, isinstance(value, cst.Name) and value.value == "True"
+        else:
+            fresh = tgt.attr.value in ("pk", "id") and isinstance(value, cst.Name) and value.value == "None"
+        if not fresh or not isinstance(base, cst.Name) or base.value not in self.entities:
+            return False
+        ent = self.entities.pop(base.value)
+        self.new_objects[base.value] = ent.model or "object"
+        return True
 
     def mutate_attr(self, tgt: cst.Attribute, value: cst.BaseExpression, line: int) -> None:
         if not isinstance(tgt.value, cst.Name):

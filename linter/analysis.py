@@ -40,8 +40,7 @@ from .constraints import covered
 from .wrappers import with_wrappers
 
 #: a module that may declare its own transaction wrapper (see wrappers.py)
-_WRAPPER_HINT = re.compile(r"unique|primary_key|OneToOneField|contextmanager|wraps\("
-                           r"|def \w+\(\s*(?:func|fn|f|view|view_func|function|wrapped)\b")
+_WRAPPER_HINT = re.compile(r"unique|primary_key|OneToOneField|atomic|begin|transaction|lock")
 
 # ---------------------------------------------------------------- prefilter
 

@@ -14,6 +14,9 @@ Real code rarely writes ``transaction.atomic()`` at every call site.  It wraps i
                 return func(*args, **kwargs)
         return wrapper
 
+    def conditional_atomic(condition):  # a factory that returns one
+        return transaction.atomic() if condition else contextlib.nullcontext()
+
 A ``with locked_account(pk):`` block or an ``@in_transaction`` function runs inside
 the transaction, so the linter treats these names as transactions (as if listed in
 ``transactions``).  Found from the ``ast`` alone; under ``txnsafety lint`` the names
@@ -73,7 +76,22 @@ def _calls_param(node: ast.AST, params: set[str]) -> bool:
                for n in ast.walk(node))
 
 
+def _returns_one(func: ast.AST, names: frozenset[str]) -> bool:
+    """``return transaction.atomic(using=db) if cond else nullcontext()``: a factory of one."""
+    stack = list(getattr(func, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return) and node.value is not None and any(
+                isinstance(c, ast.Call) and name_matches(_dotted(c), names) for c in ast.walk(node.value)):
+            return True
+        stack.extend(c for c in ast.iter_child_nodes(node)
+                     if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)))
+    return False
+
+
 def _is_wrapper(func: ast.FunctionDef | ast.AsyncFunctionDef, names: frozenset[str]) -> bool:
+    if _returns_one(func, names):
+        return True
     decorators = {_dotted(d).rsplit(".", 1)[-1] for d in func.decorator_list}
     if decorators & _CONTEXT_MANAGER_DECORATORS:
         return any(_contains(w, (ast.Yield, ast.YieldFrom)) for w in _opening_withs(func, names))

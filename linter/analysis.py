@@ -298,6 +298,17 @@ _SKIP_FIELDS = ("whitespace", "lpar", "rpar", "semicolon", "comma", "leading_lin
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _exits(block: cst.BaseSuite) -> bool:
+    """Whether a block always leaves (its last statement raises, returns, continues or breaks)."""
+    body = getattr(block, "body", ())
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Raise, cst.Return, cst.Continue, cst.Break)) for s in last.body)
+    return False
+
+
 def insert_keys(node: cst.CSTNode) -> Optional[frozenset[str]]:
     """The columns an insert sets, as keyword arguments of ``M.objects.create(...)``,
     ``session.add(M(...))`` or ``M(...).save()``; None when they are not all visible."""
@@ -1834,6 +1845,8 @@ class FunctionAnalyzer:
                 if kind == "create" and c.names & names_in(node):
                     pending.append(c)
                 continue
+            if c.kind in ("exists", "none") and kind != "create":
+                continue        # a missing row, then a write of a row that exists: no duplicate
             if c.kind == "limit":
                 if kind in ("save", "update") and model is not None and model in c.models:
                     if entity is not None and c.subject is entity and \
@@ -1983,12 +1996,15 @@ class FunctionAnalyzer:
         if integrity:
             self.integrity_depth -= 1
         for h in node.handlers:
+            miss = None
             if get_line is not None and h.type is not None and _NOT_FOUND.search(code_of(h.type)):
-                self.checks.append(Check(get_line, "none", "a missing row (get() in try/except "
-                                                           "DoesNotExist)",
-                                         tuple(self.stack), self.protected_now(), None,
-                                         _maybe(get_model)))
+                miss = Check(get_line, "none", "a missing row (get() in try/except DoesNotExist)",
+                             tuple(self.stack), self.protected_now(), None, _maybe(get_model))
+                self.checks.append(miss)
             self.block(h.body)
+            if miss is not None and _exits(h.body):
+                # ``except DoesNotExist: raise Http404``: what follows the try has the row
+                miss.used = True
         if node.orelse is not None:
             self.block(node.orelse.body)
         if node.finalbody is not None:

@@ -298,6 +298,10 @@ _SKIP_FIELDS = ("whitespace", "lpar", "rpar", "semicolon", "comma", "leading_lin
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+#: names every statement of a handler may mention: sharing them links no check to an insert
+_CONTEXT_NAMES = frozenset({"self", "cls", "request", "user", "session", "db"})
+
+
 def _exits(block: cst.BaseSuite) -> bool:
     """Whether a block always leaves (its last statement raises, returns, continues or breaks)."""
     body = getattr(block, "body", ())
@@ -762,7 +766,7 @@ class CallSite:
 
 class Check:
     __slots__ = ("line", "kind", "what", "stack", "locked", "used", "framework", "models",
-                 "subject", "names")
+                 "subject", "names", "keys")
 
     def __init__(self, line, kind, what, stack, locked, framework, models=frozenset(),
                  subject=None):
@@ -777,6 +781,8 @@ class Check:
         self.framework = framework
         #: for an aggregate: the variables that hold the value (the act must use one)
         self.names: set[str] = set()
+        #: the names the check's expression reads (None: not known, e.g. a try/except lookup)
+        self.keys: Optional[set[str]] = None
 
 
 class Returned:
@@ -814,6 +820,8 @@ class FunctionAnalyzer:
         self.types: dict[str, str] = dict(outer.types) if outer else {}
         self.new_objects: dict[str, str] = {}
         self.check_vars: dict[str, tuple] = {}
+        #: the names a check kept in a variable was computed from (``exists = ...filter(k=key)``)
+        self.check_keys: dict[str, set[str]] = {}
         self.stack: list[Scope] = list(outer.stack) if outer else []
         self.row_locks: list[tuple[int, Optional[Scope]]] = []
         self.checks: list[Check] = []
@@ -1326,6 +1334,7 @@ class FunctionAnalyzer:
                 n = tgt.value
                 if check:
                     self.check_vars[n] = check + (_models_in(value),)
+                    self.check_keys[n] = names_in(value)
                 if isinstance(value, cst.Name) and value.value in self.entities:
                     self.entities[n] = self.entities[value.value]          # alias
                     continue
@@ -1789,8 +1798,10 @@ class FunctionAnalyzer:
         if found is not None:
             kind, what = found[0], found[1]
             models = found[2] if len(found) > 2 else _models_in(test)
-            self.checks.append(Check(line, kind, what, tuple(self.stack), self.protected_now(),
-                                     None, models, found[3] if len(found) > 3 else None))
+            check = Check(line, kind, what, tuple(self.stack), self.protected_now(),
+                          None, models, found[3] if len(found) > 3 else None)
+            check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
+            self.checks.append(check)
 
     def entity_check(self, test: cst.BaseExpression) -> Optional[tuple]:
         stack = [test]
@@ -1847,6 +1858,9 @@ class FunctionAnalyzer:
                 continue
             if c.kind in ("exists", "none") and kind != "create":
                 continue        # a missing row, then a write of a row that exists: no duplicate
+            if c.kind in ("exists", "none") and not c.models and c.keys is not None and \
+                    not (c.keys - _CONTEXT_NAMES) & names_in(node):
+                continue        # a check of an unknown model that shares no value with the insert
             if c.kind == "limit":
                 if kind in ("save", "update") and model is not None and model in c.models:
                     if entity is not None and c.subject is entity and \

@@ -34,7 +34,7 @@ from libcst.metadata import ByteSpanPositionProvider, MetadataWrapper
 from txnsafety.codes import CODES
 
 from .config import NOT_LOCKS, Config, Vocab, name_matches, vocab_for, IMPORT_ROOTS
-from .model import Entity, Finding, Mutation, Scope
+from .model import Confidence, Entity, Finding, Mutation, Scope
 from .sessions import SessionTypes, cst_local_names, is_session_type, shape_of_cst
 from .constraints import covered
 from .wrappers import with_wrappers
@@ -845,13 +845,14 @@ class FunctionAnalyzer:
         return self.positions.col(node)
 
     def report(self, node_or_line, code: str, message: str, col: int = 0,
-               deferrable: bool = False, need: str = "any") -> None:
+               deferrable: bool = False, need: str = "any",
+               confidence: Confidence = Confidence.HIGH) -> None:
         if not self.mod.cfg.code_enabled(code):
             return
         line = node_or_line if isinstance(node_or_line, int) else self.line(node_or_line)
         if not isinstance(node_or_line, int):
             col = self.col(node_or_line)
-        f = Finding(line, col, code, message)
+        f = Finding(line, col, code, message, confidence=confidence)
         if deferrable and self.outer is None:
             self.deferred.append((f, "txn" if code == "TXN108" else need))
         else:
@@ -1679,8 +1680,10 @@ class FunctionAnalyzer:
         self.reported_write_lines.add(w_line)
         # an unprotected helper is fine when every caller protects it: with a lock, for a
         # model that only a lock protects
+        blind = all(m.kind == "blind" for m in relevant)     # a stale copy, nothing derived
         self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
-                    and ent.source != "param", need=protection_needed(ent.policy))
+                    and ent.source != "param", need=protection_needed(ent.policy),
+                    confidence=Confidence.LOW if blind else Confidence.HIGH)
 
     def check_internal(self, ent: Entity, w_line: int) -> None:
         """TXN103 in one function: two objects for the same row, both written."""
@@ -2608,7 +2611,9 @@ class ModuleAnalyzer:
             verb = f"written by `{callee.name}()` ({where} {w_line}) called"
             msg = compose(code, ent, site.line, verb, relevant, detail, self.vocab)
             if self.cfg.code_enabled(code):
-                self.add(Finding(site.line, site.col, code, msg))
+                blind = all(m.kind == "blind" for m in relevant)
+                self.add(Finding(site.line, site.col, code, msg,
+                                 confidence=Confidence.LOW if blind else Confidence.HIGH))
 
     def _internal(self, site: CallSite, callee: FunctionAnalyzer) -> None:
         summary = {**callee.inherited_rmw, **callee.rmw_getters}
@@ -2653,7 +2658,7 @@ def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = ""
         cfg = with_wrappers(cfg, [(source, tree)])
     mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter)
     findings = mod.run()
-    return [Finding(f.line, f.col, f.code, f.message, filename) for f in findings]
+    return [dataclasses.replace(f, path=filename) for f in findings]
 
 
 # ---------------------------------------------------------------- whole project (CLI)
@@ -2833,7 +2838,7 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
     for path, m in mods.items():
         if m.loaders_only and not m.findings:
             continue
-        out[path] = [Finding(f.line, f.col, f.code, f.message, path) for f in m.results()]
+        out[path] = [dataclasses.replace(f, path=path) for f in m.results()]
     return out
 
 

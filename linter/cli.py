@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     for group in QuietGroup:
         p.add_argument(group.option, action="store_true",
                        help=f"report findings in {group.value} too")
+    p.add_argument("--min-confidence", choices=("low", "medium", "high"),
+                   help="leave out findings below this confidence (default: medium; low adds stale "
+                        "whole-row saves whose changes derive nothing from the read)")
     p.add_argument("--statistics", action="store_true", help="count the findings per code")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour the text output (auto: on a terminal; NO_COLOR/FORCE_COLOR apply)")
@@ -74,6 +77,8 @@ def _settings(args: argparse.Namespace) -> Settings:
     for group in QuietGroup:
         if getattr(args, group.setting.replace("-", "_")):
             overrides[group.setting] = "true"
+    if args.min_confidence:
+        overrides["min-confidence"] = args.min_confidence
     apply_mapping(s, {"txn-" + k: v for k, v in overrides.items()}, None, "command line",
                   from_ini=True)
     return s
@@ -110,7 +115,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if applied.note:
             print(f"txnsafety lint: note: {applied.note}", file=sys.stderr)
 
-    _write_report(args, findings, run.hidden)
+    _write_report(args, findings, not_shown(run.hidden, run.below_confidence, settings.min_confidence))
     if args.verbose:
         print(f"txnsafety lint: {run.files} file(s), {len(findings)} finding(s), "
               f"{len(run.errors)} problem(s); project root {settings.root}", file=sys.stderr)
@@ -119,7 +124,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 1 if findings and not args.exit_zero else 0
 
 
-def _write_report(args: argparse.Namespace, findings: list, hidden: dict) -> None:
+def _write_report(args: argparse.Namespace, findings: list, left_out: str) -> None:
     """The report to --output or stdout; statistics and the "not shown" line after a text
     report, on stderr after the machine-readable ones (which must stay parseable)."""
     to_stdout = not args.output
@@ -127,7 +132,7 @@ def _write_report(args: argparse.Namespace, findings: list, hidden: dict) -> Non
         report = text(findings, color=to_stdout and use_color(args.color, sys.stdout))
     else:
         report = FORMATS[args.format](findings)
-    extra = (statistics(findings) if args.statistics else "") + not_shown(hidden)
+    extra = (statistics(findings) if args.statistics else "") + left_out
     if args.format == "text":
         report, extra = report + extra, ""
     if args.output:

@@ -7,7 +7,7 @@ from typing import Iterable, Mapping, TextIO
 
 from txnsafety.codes import CODES
 
-from .model import Finding
+from .model import Confidence, Finding
 from .roles import QuietGroup
 
 
@@ -34,16 +34,20 @@ def statistics(findings: Iterable[Finding]) -> str:
     return "".join(f"{counts[code]:<5} {code} {CODES[code].kind}\n" for code in sorted(counts))
 
 
-def not_shown(hidden: Mapping[QuietGroup, int]) -> str:
-    """The one closing line about findings left out by role, or "" when none were.
+def not_shown(hidden: Mapping[QuietGroup, int], below: int = 0,
+              threshold: Confidence = Confidence.MEDIUM) -> str:
+    """The one closing line about findings left out by role or confidence, or "" when none were.
 
-    ``12 findings not shown: 9 in tests, 3 in migrations (--include-tests,
-    --include-migrations to show them)``"""
-    total = sum(hidden.values())
+    ``12 findings not shown: 9 in tests, 3 below confidence medium (--include-tests,
+    --min-confidence low to show them)``"""
+    total = sum(hidden.values()) + below
     if not total:
         return ""
     groups = [g for g in QuietGroup if hidden.get(g)]
-    parts = ", ".join(f"{hidden[g]} in {g.value}" for g in groups)
-    flags = ", ".join(g.option for g in groups)
+    parts = [f"{hidden[g]} in {g.value}" for g in groups]
+    flags = [g.option for g in groups]
+    if below:
+        parts.append(f"{below} below confidence {threshold.label}")
+        flags.append(f"--min-confidence {Confidence(max(threshold - 1, Confidence.LOW)).label}")
     noun = "finding" if total == 1 else "findings"
-    return f"{total} {noun} not shown: {parts} ({flags} to show them)\n"
+    return f"{total} {noun} not shown: {', '.join(parts)} ({', '.join(flags)} to show them)\n"

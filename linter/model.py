@@ -2,7 +2,35 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Optional
+
+
+class Confidence(enum.IntEnum):
+    """How sure a finding is that the write can be lost, from what the source shows.
+
+    ``HIGH``: a value derived from the read is written back (a counter, an appended list, a
+    check and then an insert) with nothing the linter can see protecting the pair.
+    ``LOW``: a stale copy of the whole row is saved after changes that derive nothing from
+    the read (``x.status = "paid"; x.save()``): it loses another request's write only if one
+    changes *other* columns of that row in between, which the source cannot show.  Shown with
+    ``--min-confidence low`` (``min-confidence = "low"``); the default shows ``medium`` and up.
+    """
+
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> "Confidence":
+        try:
+            return cls[str(text).strip().upper()]
+        except KeyError:
+            raise ValueError(f"expected one of low, medium, high, not {text!r}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,6 +43,7 @@ class Finding:
     #: qualified name of the enclosing function or class (``Shop.checkout``); None at
     #: module level.  Part of the finding's identity (fingerprints), not of its position.
     function: Optional[str] = None
+    confidence: Confidence = Confidence.HIGH
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.col, self.code)

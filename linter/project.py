@@ -32,6 +32,7 @@ class RunResult:
     warnings: list[str]                           # ``path: warning: ...`` lines
     notes: list[str]                              # ``path: note: ...`` lines (verbose)
     files: int = 0
+    below_confidence: int = 0                     # left out under min-confidence
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,6 +106,9 @@ def lint_paths(paths: Sequence[str], settings: Settings, cross_module: bool = Tr
             if group is not None:
                 hidden[group] += 1
                 continue
+            if f.confidence < settings.min_confidence:
+                result.below_confidence += 1
+                continue
             result.findings.append(dataclasses.replace(f, path=sf.shown))
     result.findings.sort(key=Finding.sort_key)
     result.hidden = {g: hidden[g] for g in QuietGroup if hidden[g]}
@@ -121,4 +125,5 @@ def analyze_one(path: str, source: str, tree: object, settings: Settings,
     off = ignored_codes(shown, settings.per_file_ignores)
     found = analyze_source(source, settings.analysis, path, tree=tree,  # type: ignore[arg-type]
                            prefilter=prefilter)
-    return [f for f in found if not any(f.code.startswith(c) for c in off)]
+    return [f for f in found if not any(f.code.startswith(c) for c in off)
+            and f.confidence >= settings.min_confidence]

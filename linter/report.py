@@ -74,7 +74,8 @@ def as_json(findings: Iterable[Finding]) -> str:
     for f in findings:
         code = CODES[f.code]
         out.append({"path": f.path, "line": f.line, "column": f.col + 1, "code": f.code,
-                    "kind": code.kind, "message": f.message, "function": f.function})
+                    "kind": code.kind, "message": f.message, "function": f.function,
+                    "confidence": f.confidence.label})
     return json.dumps(out, indent=2) + "\n"
 
 
@@ -151,6 +152,7 @@ def sarif(findings: Iterable[Finding]) -> str:
                 "region": {"startLine": f.line, "startColumn": f.col + 1},
             }}],
             "partialFingerprints": {FINGERPRINT_KEY: fp},
+            "properties": {"confidence": f.confidence.label},
         })
     doc = {
         "$schema": SARIF_SCHEMA,

@@ -27,6 +27,7 @@ import sys
 from typing import Any, Callable, Mapping, Optional
 
 from .config import LINTER_CODES, Config
+from .model import Confidence
 from .roles import FileRole, QuietGroup, parse_role
 
 if sys.version_info >= (3, 11):
@@ -68,6 +69,8 @@ class Settings:
     respect_gitignore: bool = True
     force_exclude: bool = False
     include: set[QuietGroup] = dataclasses.field(default_factory=set)
+    #: findings below this confidence are counted and left out (model.Confidence)
+    min_confidence: Confidence = Confidence.MEDIUM
 
     def all_excludes(self) -> list[str]:
         return [*self.exclude, *self.extend_exclude]
@@ -195,6 +198,7 @@ KEYS: dict[str, Callable[[Settings, Any, bool], None]] = {
     "respect-gitignore": _set("respect_gitignore", _bool),
     "force-exclude": _set("force_exclude", _bool),
     **{g.setting: _include(g) for g in QuietGroup},
+    "min-confidence": _set("min_confidence", lambda v, ini: Confidence.parse(v)),
 }
 
 

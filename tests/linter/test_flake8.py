@@ -62,7 +62,7 @@ def test_opt_in_code_enabled_by_select(tmp_path):
         def rename(pk, name):
             with transaction.atomic():
                 account = Account.objects.get(pk=pk)
-                account.owner = name
+                account.owner = account.owner + " & " + name
                 account.save()
         """)
     assert flake8(tmp_path, src=src) == ""

@@ -1,0 +1,61 @@
+"""Confidence: a stale whole-row save whose changes derive nothing from the read is LOW.
+
+Such a save loses another request's write only when one changes *other* columns of the row
+in between, which the source cannot show; the judged corpus labels most of them false
+alarms. They are counted and left out by default and shown with ``--min-confidence low``.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+
+from txnsafety_lint.cli import main
+
+APP = textwrap.dedent("""\
+    from shop.models import Account
+
+
+    def rename(pk, name):
+        account = Account.objects.get(pk=pk)
+        account.owner = name
+        account.save()
+
+
+    def bump(pk):
+        account = Account.objects.get(pk=pk)
+        account.visits += 1
+        account.save()
+    """)
+
+
+def run(tmp_path, capsys, *args: str) -> tuple[int, str, str]:
+    (tmp_path / "app.py").write_text(APP)
+    code = main([*args, str(tmp_path / "app.py")])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_blind_whole_row_save_is_left_out_by_default_and_counted(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _err = run(tmp_path, capsys)
+    assert code == 1
+    assert "app.py:13:5: TXN106" in out and "TXN102" not in out
+    assert out.endswith("1 finding not shown: 1 below confidence medium (--min-confidence low to show them)\n")
+
+
+def test_min_confidence_low_shows_it_with_its_confidence(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _code, out, _err = run(tmp_path, capsys, "--min-confidence", "low", "--format", "json")
+    got = {(f["line"], f["code"], f["confidence"]) for f in json.loads(out)}
+    assert got == {(7, "TXN102", "low"), (13, "TXN106", "high")}
+
+
+def test_min_confidence_setting_and_a_bad_value(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.txnsafety]\nmin-confidence = "low"\n')
+    _code, out, _err = run(tmp_path, capsys)
+    assert "app.py:7:5: TXN102" in out
+    (tmp_path / "pyproject.toml").write_text('[tool.txnsafety]\nmin-confidence = "sure"\n')
+    code, _out, err = run(tmp_path, capsys)
+    assert code == 2
+    assert "pyproject.toml: [tool.txnsafety] bad value for 'min-confidence'" in err

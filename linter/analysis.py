@@ -1203,7 +1203,7 @@ class FunctionAnalyzer:
         if term in _DJANGO_GET_TERMINALS and "get_queryset" in names and root_name == "self":
             return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), None, "django",
                       maybe_none=term in ("first", "last"))
-        if "objects" in names or (root_name in self.querysets and len(names) >= 2):
+        if "objects" in names[1:] or (root_name in self.querysets and len(names) >= 2):
             if term in _DJANGO_GET_TERMINALS or term in ("get_or_404",):
                 base = self.querysets.get(root_name)
                 if base is not None and base.for_update:
@@ -1252,8 +1252,10 @@ class FunctionAnalyzer:
             return mk(model, None, "ndb", maybe_none=True)
         if term == "get" and root_name == "db" and len(names) == 2:
             return mk(None, "db.get", "ndb", maybe_none=True)
-        if term in ("get_by_id", "get_by_key_name", "get_or_insert") and is_model_name(root_name):
-            return mk(root_name, None, "ndb", maybe_none=term != "get_or_insert")
+        owner = names[-2] if len(names) >= 2 else ""      # ``pkg.objects.Backup.get_by_id(...)``
+        if term in ("get_by_id", "get_by_key_name", "get_or_insert") and is_model_name(owner):
+            return mk(owner, None, "ndb" if "ndb" in self.mod.info.frameworks or owner == root_name else None,
+                      maybe_none=term != "get_or_insert")
         if name_matches(name, v.gets):
             model = root_name if is_model_name(root_name) else None
             return mk(model, name, None, maybe_none=True)

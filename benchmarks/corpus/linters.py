@@ -8,6 +8,7 @@ and put first on ``PYTHONPATH`` under the package names the wheel would install.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import subprocess
@@ -28,14 +29,36 @@ class Finding:
     message: str
 
 
+def _source_hash(tree: Path) -> str:
+    """What the linter's findings depend on: its own sources (and the shared code table)."""
+    digest = hashlib.sha256()
+    for path in sorted((tree / "linter").glob("*.py")) + [tree / "txnsafety" / "codes.py"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 @dataclasses.dataclass(frozen=True)
 class Linter:
-    """A linter to run: ``pythonpath`` None means the installed (working tree) one."""
+    """A linter to run: ``pythonpath`` None means the installed (working tree) one.
+
+    Findings are cached per release under the hash of the linter's sources, so scoring again
+    after new judgments (or with the same code) costs no lint run."""
 
     label: str
     pythonpath: Optional[str] = None
+    source: Path = REPO
 
     def run(self, root: Path, extra_args: tuple[str, ...] = ()) -> list[Finding]:
+        cached = cache_dir() / "findings" / _source_hash(self.source) / f"{root.name}.json"
+        if cached.is_file() and not extra_args:
+            return [Finding(**row) for row in json.loads(cached.read_text())]
+        found = self._run(root, extra_args)
+        if not extra_args:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps([dataclasses.asdict(f) for f in found]))
+        return found
+
+    def _run(self, root: Path, extra_args: tuple[str, ...]) -> list[Finding]:
         env = dict(os.environ)
         if self.pythonpath:
             env["PYTHONPATH"] = self.pythonpath + os.pathsep + env.get("PYTHONPATH", "")
@@ -73,4 +96,4 @@ def at_revision(rev: str) -> Linter:
         link = pkgs / name
         if not link.exists():
             link.symlink_to(target)
-    return Linter(label=sha, pythonpath=str(pkgs))
+    return Linter(label=sha, pythonpath=str(pkgs), source=tree)

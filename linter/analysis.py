@@ -378,8 +378,11 @@ _MAYBE_NONE = {"first", "last", "one_or_none", "scalar", "scalar_one_or_none", "
                "get_by_key_name", "get"}
 _MUTATING_METHODS = {"append", "extend", "update", "pop", "remove", "insert", "setdefault", "clear",
                      "add", "discard"}
-_ORM_MARKERS = {"objects", "filter", "filter_by", "exclude", "query", "where", "session", "scalars",
-                "scalar", "execute", "all", "select_related", "prefetch_related", "using"}
+#: Django's manager attributes: ``Model.objects``, and the ones generic code reaches for
+_MANAGERS = frozenset({"objects", "_default_manager", "_base_manager"})
+_ORM_MARKERS = {"objects", "_default_manager", "_base_manager", "filter", "filter_by", "exclude", "query",
+                "where", "session", "scalars", "scalar", "execute", "all", "select_related", "prefetch_related",
+                "using"}
 _INTEGRITY = re.compile(r"IntegrityError|UniqueViolation|ConstraintViolation")
 _NOT_FOUND = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Http404")
 _VERSION_FIELDS = {"VersionField", "IntegerVersionField", "AutoIncVersionField",
@@ -1203,7 +1206,7 @@ class FunctionAnalyzer:
         if term in _DJANGO_GET_TERMINALS and "get_queryset" in names and root_name == "self":
             return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), None, "django",
                       maybe_none=term in ("first", "last"))
-        if "objects" in names[1:] or (root_name in self.querysets and len(names) >= 2):
+        if _MANAGERS.intersection(names[1:]) or (root_name in self.querysets and len(names) >= 2):
             if term in _DJANGO_GET_TERMINALS or term in ("get_or_404",):
                 base = self.querysets.get(root_name)
                 if base is not None and base.for_update:
@@ -1317,9 +1320,9 @@ class FunctionAnalyzer:
         qs_set: set[str] = set()
         if isinstance(value, cst.Call) or isinstance(value, cst.Attribute):
             names, calls, root = chain(value)
-            if ("objects" in names and terminal(value) not in ("count", "exists", "create",
-                                                               "update", "delete", "aggregate")
-                    if isinstance(value, cst.Call) else "objects" in names):
+            lazy = terminal(value) not in ("count", "exists", "create", "update", "delete", "aggregate") \
+                if isinstance(value, cst.Call) else True
+            if _MANAGERS.intersection(names) and lazy:
                 fu = any(terminal(c) == "select_for_update" for c in calls)
                 model = root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None
                 for t in targets:
@@ -1545,14 +1548,14 @@ class FunctionAnalyzer:
                     model = self.new_objects.get(arg.value)
             self.act(call, f"`{code_of(func)}()`", model, "create")
             return
-        if term in ("create", "bulk_create") and ("objects" in chain(call)[0] or (
+        if term in ("create", "bulk_create") and (_MANAGERS.intersection(chain(call)[0]) or (
                 isinstance(chain(call)[2], cst.Name) and chain(call)[2].value in self.querysets)):
             if kwarg(call, "ignore_conflicts") is None and kwarg(call, "update_conflicts") is None:
                 root = chain(call)[2]
                 self.act(call, f"`{label(call.func)}()`",
                          root.value if isinstance(root, cst.Name) else None, "create")
             return
-        if term == "update" and ("objects" in chain(call)[0] or
+        if term == "update" and (_MANAGERS.intersection(chain(call)[0]) or
                                  (chain(call)[2] is not None and
                                   isinstance(chain(call)[2], cst.Name) and
                                   chain(call)[2].value in self.querysets)):
@@ -1968,7 +1971,7 @@ class FunctionAnalyzer:
             info = self.querysets[it.value]
         elif isinstance(it, cst.Call) or isinstance(it, cst.Attribute):
             names, calls, root = chain(it)
-            if "objects" in names:
+            if _MANAGERS.intersection(names):
                 fu = any(terminal(c) == "select_for_update" for c in calls)
                 model = root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None
                 info = GetInfo(model, model, None, "django", for_update=fu)

@@ -16,16 +16,17 @@ import os
 import sys
 from typing import Any, Iterable
 
+from .rules.registry import RULES, Default
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-#: Codes that are computed only when enabled (``enable = ["TXN109"]``).
-OPT_IN_CODES = frozenset({"TXN109"})
-#: Codes the linter can report.
-LINTER_CODES = ("TXN101", "TXN102", "TXN103", "TXN104", "TXN105", "TXN106",
-                "TXN107", "TXN108", "TXN109")
+#: Codes the linter can report, and those computed only when enabled (``enable =
+#: ["TXN109"]``): both from the rule registry.
+LINTER_CODES = tuple(RULES)
+OPT_IN_CODES = frozenset(code for code, rule in RULES.items() if rule.default is Default.OPT_IN)
 
 WEAK_ISOLATION = {"read committed", "read uncommitted", "mysql repeatable read"}
 STRONG_ISOLATION = {"serializable", "repeatable read", "snapshot"}

@@ -1,0 +1,388 @@
+"""One module's analysis: pick functions, walk them, join the calls between them.
+
+The driver of :mod:`.dataflow` for one file (what flake8 sees) and the part of a project
+run (:func:`.analysis.analyze_project`) that each module does: loader helpers analysed on
+demand, the callers of helpers whose summary matters, and the last pass that joins call
+sites to callees (a helper writing its caller's row, an unprotected helper whose every
+caller protects it).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from typing import Optional
+
+import libcst as cst
+from libcst.metadata import ByteSpanPositionProvider, MetadataWrapper
+
+from .config import Config, vocab_for
+from .model import Confidence, Finding
+from .sessions import SessionTypes
+from .syntax import source_lines
+from .module_facts import ModuleInfo
+from .rules.read_modify_write import compose, judge
+from .dataflow import CallSite, FunctionAnalyzer, _Positions
+from .prefilter import Prefilter
+
+
+class ModuleAnalyzer:
+    def __init__(self, source: str, tree: Optional[ast.AST], cfg: Config, filename: str = "",
+                 prefilter: Optional[Prefilter] = None):
+        self.source = source
+        self.cfg = cfg
+        self.filename = filename
+        self.tree = tree
+        self.findings: list[Finding] = []
+        self.call_sites: list[CallSite] = []
+        self.functions: dict[str, FunctionAnalyzer] = {}
+        self.function_names: set[str] = set()
+        self.module_aliases: set[str] = set()
+        self.prefilter = prefilter or Prefilter(cfg)
+        self.nested_seen = 0
+        self.parsed_functions = 0
+        #: module-level functions that may return an entity they read (analysed on demand)
+        self.returner_candidates: dict[str, tuple] = {}
+        #: (class, method) -> methods that may return an entity they read (``self.get(uid)``)
+        self.method_candidates: dict[tuple[str, str], tuple] = {}
+        #: (class, method) -> its analyzer, for ``row.method()`` calls on an entity
+        self.methods: dict[tuple[str, str], FunctionAnalyzer] = {}
+        #: id(function node) -> its analyzer (None: could not be parsed)
+        self.analyzed: dict[int, Optional[FunctionAnalyzer]] = {}
+        self.busy: set[int] = set()
+        #: helpers being analysed on demand, across modules (shared by analyze_project)
+        self.demand: list[int] = []
+        #: (name, module alias) -> (module, name) of an imported function; set by analyze_project
+        self.resolve_external = None
+        #: only here for its loader helpers (analyze_project): nothing of its own is analysed
+        self.loaders_only = False
+        #: resolves sessions made by factories (this module alone, or the project's modules)
+        self.session_types: Optional[SessionTypes] = None
+
+    def add(self, f: Finding) -> None:
+        self.findings.append(f)
+
+    def policy_of(self, model: Optional[str]) -> Optional[str]:
+        """The txnsafety policy of ``model`` as this module knows it (declared here, inherited
+        or, under ``txnsafety lint``, imported)."""
+        return self.info.policies.get(model) if model else None
+
+    def run(self) -> list[Finding]:
+        """Analyse this module on its own (flake8 sees one file at a time)."""
+        if not self.prepare():
+            return []
+        # Alone, a module can only make a session from SQLAlchemy's own names (sessions.py):
+        # without one of them in its text, nothing it holds resolves to a session.
+        if _SESSION_WORDS.search(self.source):
+            self.session_types = SessionTypes({self.filename: self.tree})
+        self.analyze()
+        self.resolve_calls([self], self.call_sites, lambda site: self.functions.get(site.callee))
+        return self.results()
+
+    def prepare(self, loaders: bool = False) -> bool:
+        """Cheap stage: is the module worth analysing, and which functions.
+
+        ``loaders``: the module is known not to be relevant; keep it if it may hold helpers
+        that return an entity (another module's callers may need them)."""
+        pf = self.prefilter
+        if loaders or not pf.module_relevant(self.source):
+            if not (loaders and "return" in self.source and pf.f_gets.search(self.source)):
+                return False
+            self.loaders_only = True
+        if self.tree is None:
+            self.tree = ast.parse(self.source)
+        self.info = ModuleInfo(self.tree, self.cfg, self.source)
+        self.vocab = vocab_for(self.info.frameworks, self.cfg)
+        lines = source_lines(self.source, keepends=True)
+        self.picked = []
+        self.rest = []
+        for fnode, cls in self.info.functions:
+            start = min([fnode.lineno] + [d.lineno for d in fnode.decorator_list])
+            end = fnode.end_lineno or fnode.lineno
+            text = "".join(lines[start - 1:end])
+            item = (fnode, cls, start, text)
+            if "return" in text and pf.f_gets.search(text):
+                if cls is None:
+                    self.returner_candidates[fnode.name] = item
+                else:
+                    self.method_candidates[(cls, fnode.name)] = item
+            if self.loaders_only:
+                continue
+            if fnode.name in self.info.txn_targets or pf.function_relevant(text):
+                self.picked.append(item)
+                self.function_names.add(fnode.name)
+            else:
+                self.rest.append(item)
+        if self.returner_candidates and self.rest:
+            self.pick_callers(_calls_re(self.returner_candidates))
+        if self.method_candidates and self.rest:
+            self.pick_callers(re.compile(r"\bself\.(?:%s)\(" % "|".join(
+                sorted({re.escape(name) for _cls, name in self.method_candidates}))))
+        return True
+
+    def pick_callers(self, calls: "re.Pattern[str]") -> None:
+        """Also pick the functions that get an entity from a loader helper (``calls``) and
+        change and write something."""
+        pf = self.prefilter
+        keep = []
+        for item in self.rest:
+            text = item[3]
+            if calls.search(text) and pf.f_writes.search(text) and \
+                    (pf.mut.search(text) or pf.check.search(text)):
+                self.picked.append(item)
+                self.function_names.add(item[0].name)
+            else:
+                keep.append(item)
+        self.rest = keep
+
+    def returned_by(self, name: str, alias: Optional[str]) -> Optional[tuple]:
+        """(Returned, helper name, file name if another module) for a call of ``name``
+        (``alias.name`` for a module imported under ``alias``), if that function returns an
+        entity it read."""
+        if alias is None and name in self.returner_candidates:
+            fa = self.on_demand(name)
+            return (fa.returned, name, "") if fa is not None and fa.returned is not None else None
+        if self.resolve_external is None or (alias or name) not in self.info.imports:
+            return None
+        target = self.resolve_external(name, alias)
+        if target is None:
+            return None
+        other, other_name = target
+        fa = other.on_demand(other_name)
+        if fa is None or fa.returned is None:
+            return None
+        return fa.returned, name, os.path.basename(other.filename) or "another module"
+
+    def returned_by_method(self, cls: str, name: str) -> Optional[tuple]:
+        """Like ``returned_by`` for ``self.name(...)`` in a method of ``cls``: a repository's
+        or a view's own loader method (``self.get(uid)``, ``self.load_order()``)."""
+        item = self.method_candidates.get((cls, name))
+        fa = self.demand_item(item) if item is not None else None
+        return (fa.returned, f"self.{name}", "") if fa is not None and fa.returned is not None else None
+
+    def on_demand(self, name: str) -> Optional[FunctionAnalyzer]:
+        """The analyzer of loader candidate ``name``, analysing it now if needed (three
+        helpers deep at most; a recursive helper is not followed into itself)."""
+        item = self.returner_candidates.get(name)
+        return self.demand_item(item) if item is not None else None
+
+    def demand_item(self, item: tuple) -> Optional[FunctionAnalyzer]:
+        key = id(item[0])
+        if key in self.analyzed:
+            return self.analyzed[key]
+        if key in self.busy or len(self.demand) >= 3:
+            return None
+        self.demand.append(key)
+        try:
+            return self.analyze_function(*item)
+        finally:
+            self.demand.pop()
+
+    def helper_names(self) -> set[str]:
+        """Module-level functions that other modules may call: the picked ones and the
+        functions that call them (three levels, by text)."""
+        names = {fnode.name for fnode, cls, _s, _t in self.picked if cls is None}
+        wanted = set(names) | {fnode.name for fnode, _c, _s, _t in self.picked}
+        rest = [it for it in self.rest if it[1] is None]
+        for _round in range(3):
+            if not wanted or not rest:
+                break
+            calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in wanted)))
+            wanted = {it[0].name for it in rest if calls.search(it[3])}
+            names |= wanted
+            rest = [it for it in rest if it[0].name not in wanted]
+        return names
+
+    def analyze(self, external: Optional[set[str]] = None,
+                loader_calls: Optional["re.Pattern[str]"] = None) -> None:
+        """libcst stage.  ``external``: names imported from other modules that are helpers;
+        ``loader_calls``: calls of other modules' loader helpers."""
+        if self.loaders_only:
+            return
+        self.function_names |= set(external or ())
+        if loader_calls is not None and self.rest:
+            self.pick_callers(loader_calls)
+        for fnode, cls, start, text in self.picked:
+            self.analyze_function(fnode, cls, start, text)
+        # then the callers of helpers whose summary matters: under a lock, or holding a read
+        wanted = set(external or ()) | {
+            name for name, fa in self.functions.items()
+            if fa.param_writes or fa.rmw_getters or fa.deferred}
+        for _round in range(3):            # callers, their callers, and theirs
+            if not wanted or not self.rest:
+                break
+            calls = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in wanted)))
+            keep, wanted = [], set()
+            for item in self.rest:
+                if calls.search(item[3]):
+                    self.analyze_function(*item)
+                    wanted.add(item[0].name)
+                    self.function_names.add(item[0].name)
+                else:
+                    keep.append(item)
+            self.rest = keep
+
+    def results(self) -> list[Finding]:
+        seen = set()
+        out = []
+        for f in sorted(self.findings, key=Finding.sort_key):
+            k = (f.line, f.code)
+            if k not in seen:
+                seen.add(k)
+                out.append(f)
+        return out
+
+    def analyze_function(self, fnode, cls, start: int, text: str) -> Optional[FunctionAnalyzer]:
+        """Analyse one function (once: a loader helper may have been analysed on demand)."""
+        key = id(fnode)
+        if key in self.analyzed or key in self.busy:
+            return self.analyzed.get(key)
+        self.busy.add(key)
+        try:
+            fa = self._analyze_function(fnode, cls, start, text)
+        finally:
+            self.busy.discard(key)
+        self.analyzed[key] = fa
+        return fa
+
+    def _analyze_function(self, fnode, cls, start: int, text: str) -> Optional[FunctionAnalyzer]:
+        indented = text[:1] in (" ", "\t")
+        src = ("if 1:\n" + text) if indented else text
+        offset = start - 1 - (1 if indented else 0)
+        try:
+            module = cst.parse_module(src)
+        except Exception:
+            return None
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        positions = _Positions(wrapper.resolve(ByteSpanPositionProvider), src)
+        fdef = module.body[0]
+        if indented:
+            fdef = fdef.body.body[0]
+        if not isinstance(fdef, cst.FunctionDef):
+            return None
+        self.parsed_functions += 1
+        qual = f"{cls}.{fnode.name}" if cls else fnode.name
+        fa = FunctionAnalyzer(self, fdef, positions, offset, qual, is_method=cls is not None)
+        fa.run()
+        self.functions.setdefault(fnode.name, fa)
+        if cls is not None:
+            self.methods[(cls, fnode.name)] = fa
+        return fa
+
+    @staticmethod
+    def resolve_calls(modules: list, call_sites: list, lookup, complete=None) -> None:
+        """Join call sites to the functions they call (``lookup(site)`` finds the callee).
+        ``complete(callee, n)``: whether ``n`` resolved calls are all the calls there are."""
+        callers: dict[int, list[CallSite]] = {}
+        analyzers: dict[int, FunctionAnalyzer] = {}
+        # a helper's helpers count as its own: propagate re-read-and-write summaries up
+        resolved = [(site, lookup(site)) for site in call_sites]
+        for _round in range(4):
+            changed = False
+            for site, callee in resolved:
+                if callee is None or callee is site.caller or site.caller.outer is not None:
+                    continue
+                for getter, lines in callee.rmw_getters.items():
+                    if getter not in site.caller.inherited_rmw and getter not in site.caller.rmw_getters:
+                        site.caller.inherited_rmw[getter] = lines
+                        changed = True
+                for getter, lines in callee.inherited_rmw.items():
+                    if getter not in site.caller.inherited_rmw and getter not in site.caller.rmw_getters:
+                        site.caller.inherited_rmw[getter] = lines
+                        changed = True
+            if not changed:
+                break
+        for site, callee in resolved:
+            if callee is None or callee is site.caller:
+                continue
+            callers.setdefault(id(callee), []).append(site)
+            analyzers[id(callee)] = callee
+            mod = site.caller.mod
+            mod._param_writes(site, callee)
+            mod._internal(site, callee)
+        # an unprotected helper whose every caller calls it under protection (directly, or
+        # because the caller itself is only ever called under protection) is fine
+        memo: dict[tuple[int, str], bool] = {}
+
+        def protected(fa: FunctionAnalyzer, need: str, visiting: frozenset) -> bool:
+            key = (id(fa), need)
+            if key in memo:
+                return memo[key]
+            if id(fa) in visiting:
+                return False
+            sites = callers.get(id(fa), [])
+            if fa.is_method and complete is not None and not complete(fa, len(sites)):
+                memo[key] = False
+                return False        # a call the analysis did not see may hold no protection
+            ok = bool(sites) and all(
+                (any(sc.kind == need for sc in site.stack) if need in ("txn", "lock")
+                 else bool(site.stack))
+                or protected(site.caller, need, visiting | {id(fa)})
+                for site in sites)
+            memo[key] = ok
+            return ok
+
+        for mod in modules:
+            for fa in mod.functions.values():
+                for finding, need in fa.deferred:
+                    if not protected(fa, need, frozenset()):
+                        mod.findings.append(finding)
+                fa.deferred = []
+
+    def _param_writes(self, site: CallSite, callee: FunctionAnalyzer) -> None:
+        order = [p for p in callee.param_order]
+        if callee.is_method and order and order[0] == "self":
+            order = order[1:]
+        pairs = list(site.args)
+        if site.receiver is not None and "self" in callee.param_writes:
+            pairs.append(("self", site.receiver))
+        for key, ent in pairs:
+            pname = key if isinstance(key, str) else (order[key] if key < len(order) else None)
+            if pname is None or pname not in callee.param_writes:
+                continue
+            if ent.source == "param":
+                continue
+            w_line, relevant, _kind = callee.param_writes[pname]
+            result = judge(ent, site.stack, relevant, self.vocab)
+            if result is None:
+                continue
+            code, detail = result
+            where = "line" if callee.mod is self else \
+                f"{os.path.basename(callee.mod.filename) or 'another module'} line"
+            verb = f"written by `{callee.name}()` ({where} {w_line}) called"
+            msg = compose(code, ent, site.line, verb, relevant, detail, self.vocab)
+            if self.cfg.code_enabled(code):
+                blind = all(m.kind == "blind" for m in relevant)
+                self.add(Finding(site.line, site.col, code, msg,
+                                 confidence=Confidence.LOW if blind else Confidence.HIGH))
+
+    def _internal(self, site: CallSite, callee: FunctionAnalyzer) -> None:
+        summary = {**callee.inherited_rmw, **callee.rmw_getters}
+        if not summary:
+            return
+        for ent in site.live:
+            if ent.getter not in summary:
+                continue
+            later = [w for w in ent.writes if w > site.line]
+            if ent.read_line < site.line and later and ent.had_rmw:
+                hr, hw = summary[ent.getter]
+                where = "lines" if callee.mod is self else \
+                    f"{os.path.basename(callee.mod.filename) or 'another module'} lines"
+                if self.cfg.code_enabled("TXN103"):
+                    self.add(Finding(later[0], 0, "TXN103", (
+                        f"TXN103 internal: `{ent.name}` read at line {ent.read_line} and "
+                        f"written at line {later[0]}, but `{callee.name}()` called at line {site.line} "
+                        f"reads and writes the same `{ent.getter}` row as another object ({where} "
+                        f"{hr}/{hw}), and one write erases the other; pass `{ent.name}` to the helper "
+                        f"instead of re-reading")))
+                return
+
+
+#: What a module must mention to make a SQLAlchemy session on its own (``sessionmaker``,
+#: ``async_sessionmaker``, ``scoped_session``, ``async_scoped_session``, ``Session(...)``).
+_SESSION_WORDS = re.compile(r"sessionmaker|scoped_session|Session")
+
+
+def _calls_re(names) -> "re.Pattern[str]":
+    """Calls of module-level functions ``names`` (not methods of the same name)."""
+    return re.compile(r"(?<![\w.])(?:%s)\(" % "|".join(sorted(re.escape(n) for n in names)))

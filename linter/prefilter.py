@@ -1,0 +1,75 @@
+"""The cheap first stage: which modules and functions are worth a libcst parse.
+
+flake8 runs every plugin on every file and a libcst parse with positions costs about ten
+times an ``ast`` parse, so text tests on the module and then on each function's source pick
+the few percent of a codebase that holds both an entity read and a write (or a
+``select_for_update``, or a side effect in a transaction).
+"""
+from __future__ import annotations
+
+import re
+
+
+from .config import Config
+
+
+_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|\.key\b|Key\("
+               r"|\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|\bndb\b|scalar|\.get\(")
+_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\.a?update\(|\.add\("
+                 r"|bulk_create|\bbegin\(|\.put_async\(")
+_TXN_TOKENS = r"atomic|transaction|begin\(|lock\("
+# tighter, for picking functions inside a module that passed the module-level test
+_F_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|key\.get\(|Key\("
+                 r"|\b[A-Z]\w*\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|scalar"
+                 r"|self\.get_object\(|get_queryset\(|self\.(?:get|filter|first)\(")
+_F_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\)\.a?update\("
+                   r"|objects\.update\(|session\.add|\.add_all\(|bulk_create|\.put_async\("
+                   r"|execute\(\s*(?:insert|update)\(|\.begin\(|begin_nested\(")
+
+
+_SELF_RMW = re.compile(r"self\.\w+\s*[-+]=|self\.(\w+)\s*=\s*self\.\1\b|self\.\w+\.(?:append|extend)\(")
+_SELF_WRITE = re.compile(r"self\.a?(?:save|put)\(|session\.commit\(")
+
+
+class Prefilter:
+    def __init__(self, vocab_cfg: Config):
+        extra_g = "|".join(re.escape(n.split(".")[-1]) for n in sorted(vocab_cfg.gets))
+        extra_p = "|".join(re.escape(n.split(".")[-1]) + r"\(" for n in sorted(vocab_cfg.puts))
+        self.gets = re.compile(_GET_TOKENS + ("|" + extra_g if extra_g else ""))
+        self.writes = re.compile(_WRITE_TOKENS + ("|" + extra_p if extra_p else ""))
+        self.txn = re.compile(_TXN_TOKENS + "".join(
+            "|" + re.escape(n.split(".")[-1]) for n in sorted(vocab_cfg.transactions
+                                                              | vocab_cfg.retrying_transactions
+                                                              | vocab_cfg.locks)))
+        self.mut = re.compile(r"(?<!self)(?<!cls)\.\w+\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|"
+                              r"pop|remove|insert|setdefault|clear)\()|setattr\(|self\.a?(?:save|put)\(")
+        self.f_gets = re.compile(_F_GET_TOKENS + ("|" + extra_g if extra_g else ""))
+        self.f_writes = re.compile(_F_WRITE_TOKENS + ("|" + extra_p if extra_p else ""))
+        side = vocab_cfg.side_effects | {"send_mail", "mail_admins", "delay", "apply_async",
+                                         "taskqueue", "defer", "requests", "httpx", "urlopen",
+                                         "cache", "memcache", "send_email", "enqueue", "publish"}
+        self.side = re.compile("|".join(re.escape(n.split(".")[-1]) for n in sorted(side)))
+        self.check = re.compile(r"exists\(|count\(|aggregate\(|func\.max\(|DoesNotExist|NoResultFound| is None|if not "
+                                r"|(?:if|while) [^\n]*[<>]")
+
+    def module_relevant(self, text: str) -> bool:
+        if "select_for_update" in text:
+            return True
+        if _SELF_RMW.search(text) and _SELF_WRITE.search(text):
+            return True             # a model method: ``self.n += 1; self.save()``
+        if self.gets.search(text) and self.writes.search(text):
+            return True
+        return bool(self.txn.search(text))
+
+    def function_relevant(self, text: str) -> bool:
+        if "select_for_update" in text or "with_for_update" in text:
+            return True
+        has_write = self.f_writes.search(text) is not None
+        if not has_write:
+            return self.txn.search(text) is not None and self.side.search(text) is not None
+        if self.f_gets.search(text) and (self.mut.search(text) or self.check.search(text)):
+            return True
+        if self.mut.search(text) and re.search(r"\.(a?save|put|put_async)\(|put_multi|commit\(|flush\(",
+                                               text):
+            return True
+        return self.txn.search(text) is not None and self.side.search(text) is not None

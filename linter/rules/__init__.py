@@ -1,0 +1,1 @@
+"""The rules: each code's judging logic (see docs/architecture.md)."""

@@ -98,16 +98,7 @@ class ModuleInfo:
                 for a in node.names:
                     self._import(node.module + "." + a.name)
             elif isinstance(node, ast.ClassDef):
-                if node.bases:
-                    self.class_bases[node.name] = _base_names(node)
-                for stmt in node.body:
-                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and \
-                            any(isinstance(t, ast.Name) and t.id == "model" for t in stmt.targets):
-                        self.view_models[node.name] = stmt.value.id
-                if node.decorator_list:
-                    decorated.append(node)
-                if self._versioned(node):
-                    self.versioned.add(node.name)
+                note_class(self, node, decorated)
             elif isinstance(node, ast.Call):
                 fname = _ast_dotted(node.func)
                 last = fname.rsplit(".", 1)[-1]
@@ -190,6 +181,21 @@ MANAGER_BASES = ("Manager", "QuerySet")
 _MODEL_BASES = {"Base", "DeclarativeBase", "AbstractUser", "AbstractBaseUser", "Document"}
 
 _RUNNER_RE = re.compile(r"transaction\(|run_in_transaction|transaction_async")
+
+
+def note_class(facts: "ModuleInfo | ModuleFacts", node: ast.ClassDef, decorated: list) -> None:
+    """One class's facts: its bases, the model a view declares (``model = Order``), its
+    decorators (policies, read later) and whether it carries a version column."""
+    if node.bases:
+        facts.class_bases[node.name] = _base_names(node)
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and \
+                any(isinstance(t, ast.Name) and t.id == "model" for t in stmt.targets):
+            facts.view_models[node.name] = stmt.value.id
+    if node.decorator_list:
+        decorated.append(node)
+    if ModuleInfo._versioned(node):
+        facts.versioned.add(node.name)
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
@@ -307,16 +313,7 @@ class ModuleFacts:
                     if a.asname:
                         self.import_aliases[a.asname] = a.name
             elif isinstance(node, ast.ClassDef):
-                if node.bases:
-                    self.class_bases[node.name] = _base_names(node)
-                for stmt in node.body:
-                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and \
-                            any(isinstance(t, ast.Name) and t.id == "model" for t in stmt.targets):
-                        self.view_models[node.name] = stmt.value.id
-                if node.decorator_list:
-                    decorated.append(node)
-                if ModuleInfo._versioned(node):
-                    self.versioned.add(node.name)
+                note_class(self, node, decorated)
         if decorated:
             read_policies(decorated, self.imports, self.import_aliases, self.policies,
                           self.versioned)

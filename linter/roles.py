@@ -2,7 +2,7 @@
 
 A lost write needs two writers racing on the same rows.  Test code, test fixtures and
 factories, migrations and one-off scripts (``setup.py``, ``docs/conf.py``, ``manage.py``,
-a top-level ``scripts/`` folder) run alone, so findings in them are noise on a first run:
+a top-level ``scripts/`` folder, ``examples/``) run alone, so findings in them are noise on a first run:
 they are counted and left out unless asked for (``--include-tests``,
 ``--include-migrations``, ``--include-scripts``).  Django management commands and other
 CLI commands *are* application code: cron runs them while requests write the same rows.
@@ -65,7 +65,7 @@ _PATTERNS: tuple[tuple[FileRole, tuple[str, ...]], ...] = (
                         "factories/")),
     (FileRole.MIGRATION, ("migrations/", "**/alembic/versions/")),
     (FileRole.SCRIPT, ("/setup.py", "/manage.py", "/noxfile.py", "/fabfile.py", "/conf.py",
-                       "docs/conf.py", "doc/conf.py", "/scripts/")),
+                       "docs/conf.py", "doc/conf.py", "/scripts/", "examples/", "example/")),
     (FileRole.COMMAND, ("**/management/commands/", "__main__.py")),
 )
 

@@ -27,6 +27,9 @@ from txnsafety_lint.roles import QUIET, FileRole, QuietGroup, classify, parse_ro
     ("docs/conf.py", FileRole.SCRIPT),
     ("scripts/backfill.py", FileRole.SCRIPT),
     ("shop/scripts/nightly.py", FileRole.APP),          # only the top-level scripts/ folder
+    ("superset/examples/birth_names.py", FileRole.SCRIPT),  # demo data loaders, example apps
+    ("examples/flaskr/app.py", FileRole.SCRIPT),
+    ("shop/example_views.py", FileRole.APP),
     ("shop/setup.py", FileRole.APP),
     ("shop/management/commands/close_accounts.py", FileRole.COMMAND),
     ("shop/__main__.py", FileRole.COMMAND),

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from corpus.entries import CorpusError, Label, load_bugs, load_judged
-from corpus.linters import Finding, Linter, at_revision
+from corpus.linters import Finding, Linter, at_revision, working_tree
 from corpus.releases import Release, ReleaseError, python_lines, unpacked
 from corpus.score import BugResult, PrecisionResult, precision, score_bug, score_project
 
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     if args.project:
         bugs = [b for b in bugs if b.project in args.project]
         projects = [p for p in projects if p.release.name in args.project]
-    linters = [Linter("working-tree")] + ([at_revision(args.against)] if args.against else [])
+    linters = [working_tree()] + ([at_revision(args.against)] if args.against else [])
     releases = {p.release for p in projects}
     for bug in bugs:
         releases.add(bug.buggy.release)

@@ -32,8 +32,8 @@ class Finding:
 def _source_hash(tree: Path) -> str:
     """What the linter's findings depend on: its own sources (and the shared code table)."""
     digest = hashlib.sha256()
-    for path in sorted((tree / "linter").glob("*.py")) + [tree / "txnsafety" / "codes.py"]:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted((tree / "linter").rglob("*.py")) + [tree / "txnsafety" / "codes.py"]:
+        digest.update(path.relative_to(tree).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -90,10 +90,22 @@ def at_revision(rev: str) -> Linter:
         tree.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(tree), sha],
                        capture_output=True, check=True)
-    pkgs = tree.parent / f"{sha}-packages"
-    pkgs.mkdir(exist_ok=True)
+    return Linter(label=sha, pythonpath=str(_packages(tree, tree.parent / f"{sha}-packages")), source=tree)
+
+
+def working_tree() -> Linter:
+    """The linter of this checkout, imported from it whatever is pip-installed."""
+    return Linter(label="working-tree", pythonpath=str(_packages(REPO, cache_dir() / "working-tree-packages")))
+
+
+def _packages(tree: Path, pkgs: Path) -> Path:
+    """A folder to put first on ``PYTHONPATH``: the package names the wheel installs, linked
+    to ``tree``'s sources."""
+    pkgs.mkdir(parents=True, exist_ok=True)
     for name, target in (("txnsafety", tree / "txnsafety"), ("txnsafety_lint", tree / "linter")):
         link = pkgs / name
+        if link.is_symlink() and link.resolve() != target.resolve():
+            link.unlink()
         if not link.exists():
             link.symlink_to(target)
-    return Linter(label=sha, pythonpath=str(pkgs), source=tree)
+    return pkgs

@@ -64,7 +64,10 @@ def column(name: str) -> str:
 
 
 def _field_keys(cls: ast.ClassDef) -> list[frozenset[str]]:
+    """Fields declared unique one by one; the ``primary_key=True`` fields together are one
+    key (two of them make a composite primary key, unique only as a pair)."""
     keys: list[frozenset[str]] = []
+    primary: set[str] = set()
     for stmt in cls.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             target, value = stmt.targets[0].id, stmt.value
@@ -75,8 +78,12 @@ def _field_keys(cls: ast.ClassDef) -> list[frozenset[str]]:
         if not isinstance(value, ast.Call):
             continue
         kind = _last(value)
-        if kind in _ONE_TO_ONE or _true_kwarg(value, "unique") or _true_kwarg(value, "primary_key"):
+        if _true_kwarg(value, "primary_key"):
+            primary.add(target)
+        elif kind in _ONE_TO_ONE or _true_kwarg(value, "unique"):
             keys.append(frozenset({target}))
+    if primary:
+        keys.append(frozenset(primary))
     return keys
 
 
@@ -116,10 +123,15 @@ def _meta_keys(cls: ast.ClassDef) -> list[list[str]]:
 def _table_keys(call: ast.Call) -> list[list[str]]:
     """Unique column lists of a ``Table("name", metadata, Column("c", unique=True), ...)``."""
     out = _declared_keys(ast.Tuple(elts=[a for a in call.args if _last(a) != "Column"], ctx=ast.Load()))
+    primary: list[str] = []
     for arg in call.args:
-        if isinstance(arg, ast.Call) and _last(arg) == "Column" and arg.args and \
-                (_true_kwarg(arg, "unique") or _true_kwarg(arg, "primary_key")):
-            out.append(_strings(arg.args[0]))
+        if isinstance(arg, ast.Call) and _last(arg) == "Column" and arg.args:
+            if _true_kwarg(arg, "primary_key"):
+                primary.extend(_strings(arg.args[0]))
+            elif _true_kwarg(arg, "unique"):
+                out.append(_strings(arg.args[0]))
+    if primary:
+        out.append(primary)           # several primary-key columns: one composite key
     return out
 
 

@@ -17,15 +17,18 @@ import libcst as cst
 
 
 from .config import IMPORT_ROOTS, NOT_LOCKS, Vocab, name_matches
-from .constraints import covered
-from .model import Confidence, Entity, Finding, Mutation, Scope
+from .model import Check, CheckKind, Confidence, Entity, Finding, Mutation, Scope
 from .sessions import cst_local_names, is_session_type, shape_of_cst
 from .syntax import (
-    CONTEXT_NAMES, DJANGO_GET_TERMINALS, INTEGRITY_ERRORS, MANAGERS, MAYBE_NONE, MUTATING_METHODS,
-    NOT_FOUND_ERRORS, ORM_MARKERS, SQLA_TERMINALS, chain, code_of, dotted, exits, first_arg_name,
-    insert_keys, is_model_name, iter_calls, kids, kwarg, label, maybe_models, models_in, names_in,
+    DJANGO_GET_TERMINALS, INTEGRITY_ERRORS, MANAGERS, MAYBE_NONE, MUTATING_METHODS,
+    NOT_FOUND_ERRORS, ORM_MARKERS, SQLA_TERMINALS, branches, chain, code_of, dotted, exits,
+    first_arg_name, insert_keys, is_model_name, iter_calls, kids, kwarg, label, lookup_columns,
+    maybe_models, models_in, names_in,
     non_numeric, receiver_prefix, terminal, walk_nodes)
 from .module_facts import GetInfo, UNPROTECTED_POLICIES, MANAGER_BASES, protection_needed
+from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
+from .rules.check_then_act import close as close_checks
+from .rules.check_then_act import message as check_then_act_message
 from .rules.read_modify_write import compose, judge
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
@@ -72,27 +75,6 @@ class CallSite:
         self.receiver = receiver  # Entity for x.method(...)
 
 
-class Check:
-    __slots__ = ("line", "kind", "what", "stack", "locked", "used", "framework", "models",
-                 "subject", "names", "keys")
-
-    def __init__(self, line, kind, what, stack, locked, framework, models=frozenset(),
-                 subject=None):
-        self.models = models
-        self.subject = subject      # the entity whose field a limit check compares
-        self.line = line
-        self.kind = kind
-        self.what = what
-        self.stack = stack
-        self.locked = locked
-        self.used = False
-        self.framework = framework
-        #: for an aggregate: the variables that hold the value (the act must use one)
-        self.names: set[str] = set()
-        #: the names the check's expression reads (None: not known, e.g. a try/except lookup)
-        self.keys: Optional[set[str]] = None
-
-
 class Returned:
     """What a function returns when it returns an entity it read (a loader helper)."""
 
@@ -130,6 +112,8 @@ class FunctionAnalyzer:
         self.check_vars: dict[str, tuple] = {}
         #: the names a check kept in a variable was computed from (``exists = ...filter(k=key)``)
         self.check_keys: dict[str, set[str]] = {}
+        #: ... and the columns its lookup compared
+        self.check_lookups: dict[str, Optional[frozenset]] = {}
         self.stack: list[Scope] = list(outer.stack) if outer else []
         self.row_locks: list[tuple[int, Optional[Scope]]] = []
         self.checks: list[Check] = []
@@ -333,13 +317,17 @@ class FunctionAnalyzer:
             for small in stmt.body:
                 self.small(small, stmt)
         elif isinstance(stmt, cst.If):
+            before = len(self.checks)
             self.test(stmt.test, stmt)
+            made = self.checks[before:]
             self.block(stmt.body)
             if stmt.orelse is not None:
                 if isinstance(stmt.orelse, cst.If):
                     self.statement(stmt.orelse)
                 else:
                     self.block(stmt.orelse.body)
+            if made and not any(exits(b) for b in branches(stmt)):
+                close_checks(made, branches(stmt))
         elif isinstance(stmt, cst.While):
             self.test(stmt.test, stmt)
             self.block(stmt.body)
@@ -492,6 +480,7 @@ class FunctionAnalyzer:
             info = GetInfo(model, getter or model or name, key, fw, for_update=for_update,
                            locked=locked, maybe_none=maybe_none)
             info.session = session
+            info.lookup = lookup_columns(call)
             return info
 
         if term == "fetch_under_lock" or name_matches(name, {"fetch_under_lock"}):
@@ -590,7 +579,8 @@ class FunctionAnalyzer:
                      key=info.key, framework=info.framework, for_update=info.for_update,
                      locked_read=info.locked, maybe_none=info.maybe_none,
                      versioned=bool(info.model and info.model in self.mod.info.versioned),
-                     session=getattr(info, "session", None), policy=self.mod.policy_of(info.model))
+                     session=getattr(info, "session", None), policy=self.mod.policy_of(info.model),
+                     lookup=info.lookup)
         self.entities[name] = ent
         self.taint.pop(name, None)
         self.params.pop(name, None)
@@ -646,6 +636,7 @@ class FunctionAnalyzer:
                 if check:
                     self.check_vars[n] = check + (models_in(value),)
                     self.check_keys[n] = names_in(value)
+                    self.check_lookups[n] = self.lookup_of(value)
                 if isinstance(value, cst.Name) and value.value in self.entities:
                     self.entities[n] = self.entities[value.value]          # alias
                     continue
@@ -1086,8 +1077,8 @@ class FunctionAnalyzer:
         what = self.aggregate_kind(value)
         if what is None:
             return
-        check = Check(line, "aggregate", f"`{names[0]}` computed from {what}", tuple(self.stack),
-                      self.protected_now(), None, models_in(value))
+        check = Check(line, CheckKind.AGGREGATE, f"`{names[0]}` computed from {what}", tuple(self.stack),
+                      self.protected_now(), models_in(value))
         check.names.update(names)
         self.checks.append(check)
 
@@ -1111,10 +1102,25 @@ class FunctionAnalyzer:
         if found is not None:
             kind, what = found[0], found[1]
             models = found[2] if len(found) > 2 else models_in(test)
-            check = Check(line, kind, what, tuple(self.stack), self.protected_now(),
-                          None, models, found[3] if len(found) > 3 else None)
+            check = Check(line, CheckKind(kind), what, tuple(self.stack), self.protected_now(),
+                          models, found[3] if len(found) > 3 else None)
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
+            check.lookup = self.lookup_of(test)
             self.checks.append(check)
+
+    def lookup_of(self, expr: cst.BaseExpression) -> Optional[frozenset]:
+        """The columns the lookup behind a check compared (None: not known)."""
+        for call in iter_calls(expr):
+            found = lookup_columns(call)
+            if found:
+                return found
+        for n in names_in(expr):
+            if n in self.check_lookups:
+                return self.check_lookups[n]
+            ent = self.entities.get(n)
+            if ent is not None and ent.lookup:
+                return ent.lookup
+        return None
 
     def entity_check(self, test: cst.BaseExpression) -> Optional[tuple]:
         stack = [test]
@@ -1148,6 +1154,9 @@ class FunctionAnalyzer:
                 if isinstance(e, cst.Name) and e.value in self.entities and \
                         self.entities[e.value].maybe_none:
                     return ("none", f"`not {e.value}`", maybe_models(self.entities[e.value].model))
+                got = self.classify_get(e) if isinstance(e, cst.Call) else None
+                if got is not None and got.maybe_none:
+                    return ("none", "a missing row", maybe_models(got.model))     # ``if not q.first():``
                 stack.append(e)
             elif isinstance(n, cst.BooleanOperation):
                 stack.extend([n.left, n.right])
@@ -1158,67 +1167,30 @@ class FunctionAnalyzer:
 
     def act(self, node: cst.CSTNode, what: str, model: Optional[str] = None,
             kind: str = "create", entity: Optional[Entity] = None) -> None:
+        """An insert, save or update: judged against the checks made before it (TXN105)."""
         if not self.checks:
             return
-        line = self.line(node)
+        act = Act(self.line(node), what, kind, model, frozenset(names_in(node)),
+                  insert_keys(node) if kind == ActKind.CREATE else None, entity)
         pending = []
         for c in self.checks:
-            if c.used or c.line > line:
-                continue
-            if c.kind == "aggregate":
-                if kind == "create" and c.names & names_in(node):
-                    pending.append(c)
-                continue
-            if c.kind in ("exists", "none") and kind != "create":
-                continue        # a missing row, then a write of a row that exists: no duplicate
-            if c.kind in ("exists", "none") and not c.models and c.keys is not None and \
-                    not (c.keys - CONTEXT_NAMES) & names_in(node):
-                continue        # a check of an unknown model that shares no value with the insert
-            if c.kind == "limit":
-                if kind in ("save", "update") and model is not None and model in c.models:
-                    if entity is not None and c.subject is entity and \
-                            entity.policy in UNPROTECTED_POLICIES:
-                        # a limit on the row's own field, then its save: the read-modify-write
-                        # that the model's policy accepts
-                        c.used = True
-                        continue
-                    pending.append(c)
-            elif model is None or not c.models or model in c.models:
+            depends = depends_on(c, act, UNPROTECTED_POLICIES)
+            if depends is None:
+                c.used = True
+            elif depends:
                 pending.append(c)
         if not pending:
             return
         check = pending[-1]
         for c in pending:
             c.used = True
-        if check.kind in ("exists", "none") and kind == "create" and model and \
-                covered(self.mod.cfg.unique_keys.get(model, []), insert_keys(node)):
-            return                  # a unique key turns the racing insert into an IntegrityError
-        if line in self.reported_write_lines:
+        if unique_key_settles(check, act, self.mod.cfg.unique_keys):
             return
-        if self.integrity_depth:
+        if act.line in self.reported_write_lines or self.integrity_depth:
             return
         if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
             return
-        fw = self.framework_hint()
-        if check.kind == "aggregate":
-            fix = ("declare a unique constraint on the computed column (with its scope) and retry on "
-                   "IntegrityError, or lock the parent row before computing it")
-        elif check.kind in ("exists", "none"):
-            fix = {"django": "use get_or_create()/update_or_create(), or a unique constraint and "
-                             "catch IntegrityError around the create",
-                   "ndb": "use get_or_insert() or do both in @ndb.transactional",
-                   }.get(fw, "insert first and catch IntegrityError (a unique constraint, "
-                             "INSERT ... ON CONFLICT), or get_or_create()")
-        else:
-            fix = {"ndb": "do the check and the write in @ndb.transactional",
-                   "sqlalchemy": "lock the parent row with with_for_update() before the check, or make "
-                                 "the write a conditional UPDATE ... WHERE"}.get(
-                fw, "lock the parent row with select_for_update() inside transaction.atomic() before "
-                    "the check, or make the write a conditional UPDATE ... WHERE")
-        self.report(node, "TXN105", (
-            f"TXN105 check-then-act: {check.what} {'read' if check.kind == 'aggregate' else 'checked'} at "
-            f"line {check.line}, then {what} at "
-            f"line {line} with nothing making the pair atomic; {fix}"))
+        self.report(node, "TXN105", check_then_act_message(check, act, self.framework_hint()))
 
     def framework_hint(self) -> Optional[str]:
         fws = self.mod.info.frameworks
@@ -1309,6 +1281,7 @@ class FunctionAnalyzer:
             self.integrity_depth += 1
         get_line = None
         get_model = None
+        get_lookup = None
         if not_found:
             for stmt in node.body.body:
                 for call in iter_calls(stmt):
@@ -1316,6 +1289,7 @@ class FunctionAnalyzer:
                     if got is not None:
                         get_line = self.line(call)
                         get_model = got.model
+                        get_lookup = got.lookup
                         break
                 if get_line:
                     break
@@ -1325,13 +1299,16 @@ class FunctionAnalyzer:
         for h in node.handlers:
             miss = None
             if get_line is not None and h.type is not None and NOT_FOUND_ERRORS.search(code_of(h.type)):
-                miss = Check(get_line, "none", "a missing row (get() in try/except DoesNotExist)",
-                             tuple(self.stack), self.protected_now(), None, maybe_models(get_model))
+                miss = Check(get_line, CheckKind.NONE, "a missing row (get() in try/except DoesNotExist)",
+                             tuple(self.stack), self.protected_now(), maybe_models(get_model))
+                miss.lookup = get_lookup
                 self.checks.append(miss)
             self.block(h.body)
             if miss is not None and exits(h.body):
                 # ``except DoesNotExist: raise Http404``: what follows the try has the row
                 miss.used = True
+            elif miss is not None:
+                close_checks([miss], [h.body])
         if node.orelse is not None:
             self.block(node.orelse.body)
         if node.finalbody is not None:

@@ -1,4 +1,4 @@
-"""Plain data the analysis passes around: scopes, entities, findings."""
+"""Plain data the analysis passes around: scopes, entities, checks, findings."""
 from __future__ import annotations
 
 import dataclasses
@@ -98,6 +98,8 @@ class Entity:
     via: Optional[str] = None
     #: the model's txnsafety policy decorator, e.g. "written_with_user_lock" (None: none known)
     policy: Optional[str] = None
+    #: the columns the read's lookup compared for equality (None: not known)
+    lookup: Optional[frozenset] = None
 
     def relevant(self, kind: str, fields: Optional[set] = None) -> list:
         """The pending mutations that make a write of ``kind`` a read-modify-write."""
@@ -107,3 +109,42 @@ class Entity:
             return [m for m in self.pending if m.kind in ("derived", "counter")
                     and (fields is None or m.attr in fields)]
         return [m for m in self.pending if m.kind in ("derived", "counter")]
+
+
+class CheckKind(str, enum.Enum):
+    """What a check-then-act check looked at."""
+
+    EXISTS = "exists"          # ``.exists()``: is there a row?
+    NONE = "none"              # a lookup that may find nothing (``first()``, ``DoesNotExist``)
+    COUNT = "count"            # a count compared with something
+    LIMIT = "limit"            # a row's own field compared with a limit
+    AGGREGATE = "aggregate"    # a value computed from the table (``Max("n") + 1``)
+
+    @property
+    def missing_row(self) -> bool:
+        return self in (CheckKind.EXISTS, CheckKind.NONE)
+
+
+@dataclasses.dataclass(eq=False)
+class Check:
+    """A check the walk saw, for the check-then-act rule (``rules/check_then_act.py``)."""
+
+    line: int
+    kind: CheckKind
+    what: str
+    stack: tuple
+    locked: bool
+    models: frozenset = frozenset()
+    #: the entity whose field a limit check compares
+    subject: Optional[Entity] = None
+    used: bool = False
+    #: for an aggregate: the variables that hold the value (the act must use one)
+    names: set = dataclasses.field(default_factory=set)
+    #: the names the check's expression reads (None: not known, e.g. a try/except lookup)
+    keys: Optional[set] = None
+    #: the columns the lookup compared for equality (None: not known)
+    lookup: Optional[frozenset] = None
+    #: after the ``if`` (or ``try``) that made the check has ended without leaving in one
+    #: branch, only an act that uses a name assigned in its branches depends on it
+    closed: bool = False
+    carried: frozenset = frozenset()

@@ -45,7 +45,7 @@ def protection_needed(policy: Optional[str]) -> str:
 
 class GetInfo:
     __slots__ = ("model", "getter", "key", "framework", "for_update", "locked", "maybe_none",
-                 "session")
+                 "session", "lookup")
 
     def __init__(self, model, getter, key, framework, for_update=False, locked=False,
                  maybe_none=False):
@@ -57,6 +57,8 @@ class GetInfo:
         self.locked = locked
         self.maybe_none = maybe_none
         self.session = None
+        #: the columns the lookup compared for equality (None: not known)
+        self.lookup = None
 
 
 # ---------------------------------------------------------------- module level

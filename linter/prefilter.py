@@ -15,7 +15,7 @@ from .config import Config
 
 _GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|\.key\b|Key\("
                r"|\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|\bndb\b|scalar|\.get\(")
-_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\.a?update\(|\.add\("
+_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\.a?update\(|\.add(?:_all)?\("
                  r"|bulk_create|\bbegin\(|\.put_async\(")
 _TXN_TOKENS = r"atomic|transaction|begin\(|lock\("
 # tighter, for picking functions inside a module that passed the module-level test

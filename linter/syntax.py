@@ -291,3 +291,94 @@ ORM_MARKERS = {"objects", "_default_manager", "_base_manager", "filter", "filter
                "using"}
 INTEGRITY_ERRORS = re.compile(r"IntegrityError|UniqueViolation|ConstraintViolation")
 NOT_FOUND_ERRORS = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Http404")
+
+
+#: calls of a lookup chain whose keyword arguments (Django) or ``M.col == v`` arguments
+#: (SQLAlchemy) name the columns the lookup compares
+_LOOKUP_CALLS = frozenset({"filter", "filter_by", "where", "get", "get_or_none", "get_object_or_404",
+                           "get_or_404", "first_or_404", "one_or_404"})
+
+
+def lookup_columns(call: cst.Call) -> Optional[frozenset[str]]:
+    """The columns a lookup compares for equality: ``{"a", "b"}`` for ``filter(a=x, b=y)``,
+    ``filter_by(a=x)``, ``where(M.a == x)``, ``get(pk=x)`` or ``session.get(M, x)`` (the
+    primary key, ``id``).  None when any condition is not a plain equality (``Q()``,
+    ``a__in=``, ``**kwargs``, ``or_()``): then the columns are not known."""
+    columns: set[str] = set()
+    _, calls, _ = chain(call)
+    for c in calls:
+        term = terminal(c)
+        if term not in _LOOKUP_CALLS:
+            continue
+        args = list(c.args)
+        if term in ("get", "get_or_404") and len(args) == 2 and all(a.keyword is None for a in args):
+            columns.add("id")                       # session.get(Model, ident)
+            continue
+        if term == "get_object_or_404" and args and args[0].keyword is None:
+            args = args[1:]                         # get_object_or_404(Model, pk=...)
+        for arg in args:
+            if arg.star:
+                return None
+            if arg.keyword is not None:
+                name = arg.keyword.value
+                for suffix in ("__exact", "__iexact"):
+                    if name.endswith(suffix):
+                        name = name[: -len(suffix)]
+                if "__" in name:
+                    return None                     # a range, an ``in``, a join: not one value
+                columns.add(name)
+                continue
+            value = arg.value
+            if isinstance(value, cst.Comparison) and len(value.comparisons) == 1 and \
+                    isinstance(value.comparisons[0].operator, cst.Equal) and \
+                    isinstance(value.left, cst.Attribute):
+                columns.add(value.left.attr.value)
+                continue
+            return None
+    return frozenset(columns) if columns else None
+
+
+#: methods that change the object they are called on (``items.append(x)`` sets ``items``)
+_FILLING_METHODS = frozenset({"append", "extend", "add", "update", "insert", "setdefault", "appendleft"})
+
+
+def assigned_names(node: cst.CSTNode) -> frozenset[str]:
+    """The variables a statement or block sets: assignment targets (the root name of
+    ``a.b[c] = ...``), loop and ``with`` targets, and lists or sets it fills
+    (``objs.append(M(...))``)."""
+    out: set[str] = set()
+
+    def root(expr: cst.BaseExpression) -> None:
+        while isinstance(expr, (cst.Attribute, cst.Subscript)):
+            expr = expr.value
+        if isinstance(expr, cst.Name):
+            out.add(expr.value)
+        elif isinstance(expr, (cst.Tuple, cst.List)):
+            for el in expr.elements:
+                root(el.value)
+
+    for n in walk_nodes(node):
+        if isinstance(n, cst.AssignTarget):
+            root(n.target)
+        elif isinstance(n, (cst.AugAssign, cst.AnnAssign)):
+            root(n.target)
+        elif isinstance(n, (cst.For, cst.CompFor)):
+            root(n.target)
+        elif isinstance(n, cst.AsName):
+            root(n.name)
+        elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and \
+                n.func.attr.value in _FILLING_METHODS:
+            root(n.func.value)
+    return frozenset(out)
+
+
+def branches(node: cst.If) -> list[cst.BaseSuite]:
+    """The blocks of an ``if`` / ``elif`` / ``else`` chain."""
+    out: list[cst.BaseSuite] = []
+    current: Optional[cst.CSTNode] = node
+    while isinstance(current, cst.If):
+        out.append(current.body)
+        current = current.orelse
+    if current is not None:
+        out.append(current.body)
+    return out

@@ -51,7 +51,7 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("TXN103", "txnsafety_lint.dataflow:FunctionAnalyzer.check_internal",
          ("django_txn103.py", "sqlalchemy_txn103.py")),
     Rule("TXN104", _RMW, ("django_txn104.py", "sqlalchemy_txn104.py")),
-    Rule("TXN105", "txnsafety_lint.dataflow:FunctionAnalyzer.act",
+    Rule("TXN105", "txnsafety_lint.rules.check_then_act:depends_on",
          ("django_txn105.py", "sqlalchemy_txn105.py", "django_real_shapes.py")),
     Rule("TXN106", _RMW, ("django_txn106.py", "sqlalchemy_txn106.py", "generic_object_layer.py")),
     Rule("TXN107", "txnsafety_lint.dataflow:FunctionAnalyzer.call",

@@ -127,9 +127,9 @@ def test_dangerously_written_txn103_through_a_helper():
 
 def test_dangerously_written_check_then_insert_is_still_txn105():
     src = django(LEGACY, """\
-        def f(pk):
-            if not Item.objects.filter(pk=pk).exists():
-                Item.objects.create(pk=pk)
+        def f(name):
+            if not Item.objects.filter(name=name).exists():
+                Item.objects.create(name=name)
         """)
     assert codes(src) == [(HEAD_LINES + 3, "TXN105")]
 

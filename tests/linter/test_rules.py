@@ -52,9 +52,9 @@ FIXES = {
             m.save()
         """),
     ("TXN105", """
-        def f(pk):
-            if not M.objects.filter(pk=pk).exists():
-                M.objects.create(pk=pk)
+        def f(name):
+            if not M.objects.filter(name=name).exists():
+                M.objects.create(name=name)
         """),
     ("TXN106", """
         def f(pk):

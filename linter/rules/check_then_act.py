@@ -1,0 +1,131 @@
+"""TXN105 check-then-act: a check, then an act that is only right while the check still holds.
+
+Two requests run the same check (``exists()`` is false, a count is under its limit, ``Max("n")``
+gives the next number) before either acts, and both act: two rows where one was meant, a
+limit exceeded, two invoices with one number.  The walk (``dataflow.py``) records each check
+as a :class:`~txnsafety_lint.model.Check` and each act (an insert, a save, an update) as an
+:class:`Act`; this module decides which earlier check an act depends on and whether anything
+makes the pair atomic.
+
+What makes it atomic, besides a lock or transaction the walk sees held across both:
+
+* a **unique key** on the inserted row: the second insert fails with ``IntegrityError``
+  instead of making a duplicate.  The key may be seen in the insert's own columns or, when the
+  insert's values are not visible (``session.add(obj)``, ``add_all(objs)``), in the lookup
+  the check made (``filter_by(a=..., b=...)``, ``session.get(M, id)``): an insert guarded by a
+  miss on a unique key inserts that key;
+* an ``IntegrityError`` handler around the act (the walk tells it with ``guarded``).
+
+What an act depends on: a check whose ``if`` it is inside, or whose branch left the function
+(``if exists: return``), or, once that ``if`` ended with both ways going on, a check whose
+branches assigned a name the act uses (``if not found: obj = M(...)``, then ``add(obj)``).
+A lookup in an ``if`` that only fills in something else is not the guard of a later insert.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from ..constraints import column, covered
+from ..model import Check, CheckKind, Entity
+from ..syntax import CONTEXT_NAMES, assigned_names
+
+#: every table's primary key is unique; ``pk`` and ``id`` are one spelling (``column()``)
+PRIMARY_KEY = frozenset({"id"})
+
+
+class ActKind:
+    CREATE = "create"
+    SAVE = "save"
+    UPDATE = "update"
+
+
+@dataclasses.dataclass(frozen=True)
+class Act:
+    """A write that may depend on an earlier check."""
+
+    line: int
+    what: str                              # how the source spells it, for the message
+    kind: str                              # ActKind
+    model: Optional[str]
+    names: frozenset                       # the names the act's expression reads
+    #: the columns an insert sets (None: not visible)
+    columns: Optional[frozenset]
+    entity: Optional[Entity] = None
+
+
+def depends_on(check: Check, act: Act, unprotected_policies: frozenset) -> Optional[bool]:
+    """Whether ``act`` depends on ``check``: True, False, or None when the check is settled
+    by the act without a finding (a limit the model's policy accepts)."""
+    if check.used or check.line > act.line:
+        return False
+    if check.closed and not check.carried & act.names:
+        return False            # the check's ``if`` is over and nothing it set reaches the act
+    if check.kind is CheckKind.AGGREGATE:
+        return act.kind == ActKind.CREATE and bool(check.names & act.names)
+    if check.kind.missing_row:
+        if act.kind != ActKind.CREATE:
+            return False        # a missing row, then a write of a row that exists: no duplicate
+        if not check.models and check.keys is not None and not (check.keys - CONTEXT_NAMES) & act.names:
+            return False        # a check of an unknown model that shares no value with the insert
+    if check.kind is CheckKind.LIMIT:
+        if act.kind not in (ActKind.SAVE, ActKind.UPDATE) or act.model is None or \
+                act.model not in check.models:
+            return False
+        if act.entity is not None and check.subject is act.entity and \
+                act.entity.policy in unprotected_policies:
+            return None         # a limit on the row's own field, then its save: the policy accepts it
+        return True
+    return act.model is None or not check.models or act.model in check.models
+
+
+def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
+    """A racing second insert fails on a unique key instead of making a duplicate.
+
+    What counts is the check's own criterion: when the lookup's columns are known, a unique
+    key (or the primary key) within them means two rows that both pass the check collide;
+    a key on other columns does not (``filter_by(group=g)`` then an insert of ``(g, u)``
+    under a ``(group, user)`` key lets two members in).  When the lookup is not visible,
+    the insert's own columns decide, as they do for the model's declared keys."""
+    if not check.kind.missing_row or act.kind != ActKind.CREATE:
+        return False
+    target = act.model or (next(iter(check.models)) if len(check.models) == 1 else None)
+    if target is None:
+        return False
+    declared = unique_keys.get(target, [])
+    if check.lookup is not None and (not check.models or target in check.models):
+        looked_up = frozenset(map(column, check.lookup))
+        if act.columns is not None and not looked_up <= frozenset(map(column, act.columns)):
+            return False        # the insert does not set the key the check looked up
+        return any(key <= looked_up for key in declared + [PRIMARY_KEY])
+    return act.model is not None and covered(declared, act.columns)
+
+
+def message(check: Check, act: Act, framework: Optional[str]) -> str:
+    if check.kind is CheckKind.AGGREGATE:
+        fix = ("declare a unique constraint on the computed column (with its scope) and retry on "
+               "IntegrityError, or lock the parent row before computing it")
+    elif check.kind.missing_row:
+        fix = {"django": "use get_or_create()/update_or_create(), or a unique constraint and "
+                         "catch IntegrityError around the create",
+               "ndb": "use get_or_insert() or do both in @ndb.transactional",
+               }.get(framework, "insert first and catch IntegrityError (a unique constraint, "
+                                "INSERT ... ON CONFLICT), or get_or_create()")
+    else:
+        fix = {"ndb": "do the check and the write in @ndb.transactional",
+               "sqlalchemy": "lock the parent row with with_for_update() before the check, or make "
+                             "the write a conditional UPDATE ... WHERE"}.get(
+            framework, "lock the parent row with select_for_update() inside transaction.atomic() "
+                       "before the check, or make the write a conditional UPDATE ... WHERE")
+    verb = "read" if check.kind is CheckKind.AGGREGATE else "checked"
+    return (f"TXN105 check-then-act: {check.what} {verb} at line {check.line}, then {act.what} at "
+            f"line {act.line} with nothing making the pair atomic; {fix}")
+
+
+def close(checks: list[Check], blocks: list) -> None:
+    """The ``if`` (or ``except``) that made ``checks`` ended and every way out of it goes on:
+    from now on an act depends on them only through the names their branches set."""
+    carried = frozenset().union(*(assigned_names(b) for b in blocks))
+    for check in checks:
+        check.closed = True
+        check.carried = carried

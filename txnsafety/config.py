@@ -65,7 +65,70 @@ class Settings:
         return Priority.INTERACTIVE
 
 
-settings = Settings(mode=os.environ.get("TXNSAFETY_MODE", "log"))
+class ConfigurationError(ValueError):
+    """A setting the checker cannot work with; the message names the setting."""
+
+
+#: The environment variable that sets the mode (over the Django setting and pytest's ini).
+MODE_VARIABLE = "TXNSAFETY_MODE"
+
+
+def mode_from_environment() -> str | None:
+    """The mode ``TXNSAFETY_MODE`` asks for, or None when it is unset (or empty).
+
+    An unknown value (``warn``) is an error, never a silent off switch: a mode the
+    checker does not know would neither raise nor log.
+    """
+    value = os.environ.get(MODE_VARIABLE, "").strip()
+    if not value:
+        return None
+    if value not in MODES:
+        raise ConfigurationError(
+            f"txnsafety: the environment variable {MODE_VARIABLE}={value!r} is not a mode; "
+            f"use one of {', '.join(MODES)} (or unset it)")
+    return value
+
+
+settings = Settings(mode=mode_from_environment() or "log")
+
+
+def _compile_allow(allow: Iterable[str]) -> list[tuple[str, str | None]]:
+    compiled: list[tuple[str, str | None]] = []
+    for entry in allow:
+        if not isinstance(entry, str) or not entry.strip():
+            raise ConfigurationError(
+                f"txnsafety: allow entries are 'ModelGlob' or 'ModelGlob:TXN1nn', not {entry!r}")
+        pattern, _, code = entry.partition(":")
+        code = code.strip()
+        if code and not (code.startswith("TXN") and code[3:].isdigit()):
+            raise ConfigurationError(f"txnsafety: {code!r} in allow entry {entry!r} is not a TXN code")
+        compiled.append((pattern.strip(), code or None))
+    return compiled
+
+
+def validate(
+    *,
+    mode: str | None = None,
+    read_sites: str | bool | None = None,
+    allow: Iterable[str] | None = None,
+    priority_rule: object = None,
+    **_others: object,
+) -> None:
+    """Raise :class:`ConfigurationError` for what :func:`configure` would refuse, changing nothing.
+
+    The Django system checks call it to report a bad ``TXNSAFETY`` without applying it.
+    """
+    if mode is not None and mode not in MODES:
+        raise ConfigurationError(f"txnsafety: mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if read_sites is not None and not isinstance(read_sites, bool) and read_sites not in READ_SITES:
+        raise ConfigurationError(
+            f"txnsafety: read_sites must be one of {', '.join(READ_SITES)}, not {read_sites!r}")
+    if allow is not None:
+        if isinstance(allow, str):
+            raise ConfigurationError("txnsafety: allow is a list of 'ModelGlob[:TXN1nn]' strings, not one string")
+        _compile_allow(allow)
+    if priority_rule is not None and not callable(priority_rule):
+        raise ConfigurationError(f"txnsafety: priority_rule must be a callable (path, headers), not {priority_rule!r}")
 
 
 def configure(
@@ -81,12 +144,14 @@ def configure(
 ) -> Settings:
     """Change the checker's settings; arguments left ``None`` keep their value.
 
-    Raises ``ValueError`` for an unknown mode or a malformed allow entry, at
-    configuration time rather than in the middle of a request.
+    Raises :class:`ConfigurationError` (a ``ValueError``) for an unknown mode or a
+    malformed allow entry, at configuration time rather than in the middle of a
+    request, and then changes nothing.
     """
+    if allow is not None:
+        allow = tuple(allow)
+    validate(mode=mode, read_sites=read_sites, allow=allow, priority_rule=priority_rule)
     if mode is not None:
-        if mode not in MODES:
-            raise ValueError(f"txnsafety: mode must be one of {', '.join(MODES)}, not {mode!r}")
         settings.mode = mode
     if strict is not None:
         settings.strict = bool(strict)
@@ -95,20 +160,10 @@ def configure(
     if read_sites is not None:
         if isinstance(read_sites, bool):
             read_sites = "always" if read_sites else "never"
-        if read_sites not in READ_SITES:
-            raise ValueError(f"txnsafety: read_sites must be one of {', '.join(READ_SITES)}, not {read_sites!r}")
         settings.read_sites = read_sites
     if allow is not None:
-        compiled: list[tuple[str, str | None]] = []
-        for entry in allow:
-            if not isinstance(entry, str) or not entry.strip():
-                raise ValueError(f"txnsafety: allow entries are 'ModelGlob' or 'ModelGlob:TXN1nn', not {entry!r}")
-            pattern, _, code = entry.partition(":")
-            if code and not (code.startswith("TXN") and code[3:].isdigit()):
-                raise ValueError(f"txnsafety: {code!r} in allow entry {entry!r} is not a TXN code")
-            compiled.append((pattern.strip(), code.strip() or None))
-        settings.allow = tuple(allow)
-        settings._allow_compiled = compiled
+        settings._allow_compiled = _compile_allow(allow)
+        settings.allow = allow
     if library_paths is not None:
         settings.library_paths = tuple(library_paths)
         from .sites import forget_file_verdicts  # cached per file: classify again

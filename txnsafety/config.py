@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -89,7 +90,22 @@ def mode_from_environment() -> str | None:
     return value
 
 
-settings = Settings(mode=mode_from_environment() or "log")
+def _initial_mode() -> str:
+    """The mode at import: ``TXNSAFETY_MODE`` or ``log``; a bad variable stops the import.
+
+    Under pytest the import happens while pytest loads its plugins, where an exception is
+    an INTERNALERROR: there the plugin reports it as a usage error instead (it calls
+    :func:`mode_from_environment` again in ``pytest_configure``).
+    """
+    try:
+        return mode_from_environment() or "log"
+    except ConfigurationError:
+        if "_pytest.config" in sys.modules:
+            return "log"
+        raise
+
+
+settings = Settings(mode=_initial_mode())
 
 
 def _compile_allow(allow: Iterable[str]) -> list[tuple[str, str | None]]:

@@ -69,4 +69,3 @@ def _on_setting_changed(setting: str, value: object, **kwargs: object) -> None:
             log.error("txnsafety: %s (%s); the checker keeps its settings", exc, exc.hint)
     elif setting == "DATABASES":
         transactions.forget_verdicts()
-

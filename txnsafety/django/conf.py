@@ -50,8 +50,11 @@ class SettingError(ImproperlyConfigured):
     """A bad ``settings.TXNSAFETY``; ``key`` is the offending key (None: the value itself)."""
 
     def __init__(self, message: str, key: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, key)
         self.key = key
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
     @property
     def hint(self) -> str:

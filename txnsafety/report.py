@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -112,8 +113,13 @@ def suppress(*codes: str, reason: str) -> Iterator[None]:
 
 
 def in_test() -> bool:
-    """True while a test suite runs (the pytest plugin is active, or pytest runs a test)."""
-    return "PYTEST_CURRENT_TEST" in os.environ or _test_mode.is_set()
+    """True while a test suite runs: pytest runs a test, a txnsafety test integration is
+    active, or Django's test runner has set up its test environment (``manage.py test``
+    with any runner: ``mail.outbox`` exists exactly while it is set up)."""
+    if "PYTEST_CURRENT_TEST" in os.environ or _test_mode.is_set():
+        return True
+    mail = sys.modules.get("django.core.mail")
+    return mail is not None and hasattr(mail, "outbox")
 
 
 def test_plugin_active() -> bool:

@@ -6,12 +6,15 @@ the pytest plugin and ``txnsafety.configure()`` all change the same thing.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from .context import Priority
+
+log = logging.getLogger("txnsafety")
 
 MODES = ("raise", "log", "collect")
 READ_SITES = ("always", "adaptive", "never")
@@ -55,15 +58,44 @@ class Settings:
                 return True
         return False
 
-    def priority_for(self, path: str, headers: dict[str, str]) -> Priority:
-        """Interactive unless the rule (or a batch path prefix) says batch."""
-        if self.priority_rule is not None:
-            return self.priority_rule(path, headers)
-        if headers.get("x-txnsafety-priority", "").lower() == Priority.BATCH.value:
-            return Priority.BATCH
-        if any(path.startswith(p) for p in self.batch_paths):
-            return Priority.BATCH
+    def priority_for(self, path: str, headers: Mapping[str, str]) -> Priority:
+        """Interactive unless the rule (or the header, or a batch path prefix) says batch.
+
+        Never raises: a priority only orders lock waiters, so a rule that fails or a
+        header that is missing, empty or malformed is logged and the request runs at
+        the default (interactive) priority rather than failing.
+        """
+        try:
+            if self.priority_rule is not None:
+                return _as_priority(self.priority_rule(path, headers), "the priority rule returned")
+            value = headers.get(PRIORITY_HEADER) if headers is not None else None
+            if value and _as_priority(value, f"the {PRIORITY_HEADER} header is") is Priority.BATCH:
+                return Priority.BATCH
+            if isinstance(path, str) and any(path.startswith(p) for p in self.batch_paths):
+                return Priority.BATCH
+        except Exception:
+            log.exception("txnsafety: the priority rule failed for %r; the request runs at interactive priority",
+                          str(path)[:200])
         return Priority.INTERACTIVE
+
+
+#: The one header the default priority rule reads (lower case).
+PRIORITY_HEADER = "x-txnsafety-priority"
+
+
+def _as_priority(value: object, what: str) -> Priority:
+    """``value`` as a Priority (a member or its name in any case), else logged and interactive."""
+    if isinstance(value, Priority):
+        return value
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if isinstance(value, str):
+        try:
+            return Priority(value.strip().lower())
+        except ValueError:
+            pass
+    log.warning("txnsafety: %s %.40r, not a priority (batch or interactive); using interactive", what, value)
+    return Priority.INTERACTIVE
 
 
 class ConfigurationError(ValueError):

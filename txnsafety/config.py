@@ -46,6 +46,9 @@ class Settings:
     priority_rule: Callable[[str, dict[str, str]], Priority] | None = None
     #: URL path prefixes treated as batch work (cron, task queues).
     batch_paths: tuple[str, ...] = ("/cron/", "/_ah/", "/tasks/")
+    #: The level of ``log`` mode's record per report.  Sentry's logging integration makes
+    #: WARNING a breadcrumb and ERROR an event: choose ERROR to see reports as issues.
+    log_level: int = logging.WARNING
     _allow_compiled: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
 
     def is_allowed(self, model: str, code: str) -> bool:
@@ -160,6 +163,7 @@ def validate(
     read_sites: str | bool | None = None,
     allow: Iterable[str] | None = None,
     priority_rule: object = None,
+    log_level: object = None,
     **_others: object,
 ) -> None:
     """Raise :class:`ConfigurationError` for what :func:`configure` would refuse, changing nothing.
@@ -175,6 +179,8 @@ def validate(
         if isinstance(allow, str):
             raise ConfigurationError("txnsafety: allow is a list of 'ModelGlob[:TXN1nn]' strings, not one string")
         _compile_allow(allow)
+    if log_level is not None:
+        _level(log_level)
     if priority_rule is not None and not callable(priority_rule):
         raise ConfigurationError(f"txnsafety: priority_rule must be a callable (path, headers), not {priority_rule!r}")
 
@@ -189,6 +195,7 @@ def configure(
     library_paths: Iterable[str] | None = None,
     priority_rule: Callable[[str, dict[str, str]], Priority] | None = None,
     batch_paths: Iterable[str] | None = None,
+    log_level: int | str | None = None,
 ) -> Settings:
     """Change the checker's settings; arguments left ``None`` keep their value.
 
@@ -198,7 +205,7 @@ def configure(
     """
     if allow is not None:
         allow = tuple(allow)
-    validate(mode=mode, read_sites=read_sites, allow=allow, priority_rule=priority_rule)
+    validate(mode=mode, read_sites=read_sites, allow=allow, priority_rule=priority_rule, log_level=log_level)
     if mode is not None:
         settings.mode = mode
     if strict is not None:
@@ -220,4 +227,20 @@ def configure(
         settings.priority_rule = priority_rule
     if batch_paths is not None:
         settings.batch_paths = tuple(batch_paths)
+    if log_level is not None:
+        settings.log_level = _level(log_level)
     return settings
+
+
+def _level(value: object) -> int:
+    """A logging level from ``logging.ERROR`` or ``"ERROR"``."""
+    if isinstance(value, bool):
+        value = None
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str):
+        level = logging.getLevelName(value.strip().upper())
+        if isinstance(level, int):
+            return level
+    raise ConfigurationError(f"txnsafety: log_level must be a logging level (e.g. 'ERROR', logging.WARNING), "
+                             f"not {value!r}")

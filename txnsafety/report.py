@@ -198,4 +198,26 @@ def report(violation: Violation) -> None:
     if mode == "raise":
         raise StompingError(violation)
     if mode == "log":
-        log.warning("%s", violation, extra={"txnsafety": violation.as_dict()})
+        log_violation(violation)
+
+
+def log_violation(violation: Violation, level: int | None = None) -> None:
+    """One record on the ``txnsafety`` logger for ``violation``.
+
+    Made for the tools that read records: the message *template* is
+    ``"TXN102 unprotected: %s"`` (Sentry groups events by template, so each code is
+    its own issue), the record's ``pathname``/``lineno``/``funcName`` are the
+    user's write site (not this module), and ``extra["txnsafety"]`` holds the
+    report as a dict.  The formatted message is ``str(violation)``.
+    """
+    level = settings.log_level if level is None else level
+    if not log.isEnabledFor(level):
+        return
+    head = f"{violation.code.value} {violation.kind}: "
+    text = str(violation)
+    site = violation.write_site or violation.read_site
+    path, line, function = (site.file, site.line, site.function) if site else ("(unknown file)", 0, None)
+    record = log.makeRecord(log.name, level, path, line, head.replace("%", "%%") + "%s",
+                            (text[len(head):] if text.startswith(head) else text,), None, func=function,
+                            extra={"txnsafety": violation.as_dict()})
+    log.handle(record)

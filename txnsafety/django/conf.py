@@ -11,6 +11,7 @@
         "LIBRARY_PATHS": ["/srv/app/vendor/"],     # frames that are never "your code"
         "BATCH_PATHS": ["/cron/", "/tasks/"],       # lock priority: batch
         "PRIORITY_RULE": "myapp.locks.priority",    # callable or dotted path
+        "LOG_LEVEL": "WARNING",     # of log mode's record per report ("ERROR": Sentry events)
     }
 
 Read in ``AppConfig.ready()`` and mapped onto :func:`txnsafety.configure`; keys
@@ -31,7 +32,8 @@ from ..config import MODE_VARIABLE, MODES, ConfigurationError, validate
 from ..report import test_plugin_active
 from . import transactions
 
-KEYS = {"ENABLED", "MODE", "STRICT", "ALLOW", "ISOLATION", "LIBRARY_PATHS", "BATCH_PATHS", "PRIORITY_RULE"}
+KEYS = {"ENABLED", "MODE", "STRICT", "ALLOW", "ISOLATION", "LIBRARY_PATHS", "BATCH_PATHS", "PRIORITY_RULE",
+        "LOG_LEVEL"}
 
 #: What each key takes: the hint of system check txnsafety.E001.
 HINTS = {
@@ -42,6 +44,7 @@ HINTS = {
     "ISOLATION": 'ISOLATION maps database aliases to isolation levels, e.g. {"default": "serializable"}',
     "LIBRARY_PATHS": "LIBRARY_PATHS is a list of directory paths",
     "BATCH_PATHS": 'BATCH_PATHS is a list of URL path prefixes, e.g. ["/cron/"]',
+    "LOG_LEVEL": 'LOG_LEVEL is a logging level, e.g. "ERROR" (Sentry events) or "WARNING" (the default)',
     "PRIORITY_RULE": 'PRIORITY_RULE is a callable (path, headers) -> txnsafety.Priority, or its dotted path',
 }
 
@@ -98,6 +101,8 @@ def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
                     or not all(isinstance(v, str) for v in value):
                 raise SettingError(f"settings.TXNSAFETY[{key!r}] is a list of strings, not {value!r}", key)
             kwargs[name] = [os.path.abspath(p) for p in value] if key == "LIBRARY_PATHS" else list(value)
+    if "LOG_LEVEL" in conf:
+        kwargs["log_level"] = conf["LOG_LEVEL"]
     if "PRIORITY_RULE" in conf:
         rule = conf["PRIORITY_RULE"]
         if isinstance(rule, str):
@@ -116,7 +121,7 @@ def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
     try:
         validate(**kwargs)
     except ConfigurationError as exc:
-        key = "ALLOW" if "allow" in str(exc) else None
+        key = "ALLOW" if "allow" in str(exc) else "LOG_LEVEL" if "log_level" in str(exc) else None
         raise SettingError(f"settings.TXNSAFETY: {exc}", key) from exc
     return kwargs, isolation
 

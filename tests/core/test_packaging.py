@@ -124,8 +124,10 @@ def test_a_light_install_in_a_real_venv(wheel, tmp_path):
                            "print(txnsafety.__version__)"], capture_output=True, text=True, cwd=work, env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == txnsafety.__version__, proc.stderr
     # flake8 runs its other checks and exits as they decide; one line says what TXN needs
-    for target, status in (("app.py", 0), ("bad.py", 1)):
-        proc = subprocess.run([py, "-m", "flake8", target], capture_output=True, text=True, cwd=work,
+    for i in range(6):  # enough files for flake8 to run its worker processes
+        (work / f"more{i}.py").write_text("x = 1\n")
+    for targets, status in ((["app.py"], 0), (["bad.py"], 1), (["--jobs=2", "."], 1)):
+        proc = subprocess.run([py, "-m", "flake8", *targets], capture_output=True, text=True, cwd=work,
                               env=env, timeout=120)
         assert proc.returncode == status, proc.stdout + proc.stderr
         [line] = proc.stderr.strip().splitlines()

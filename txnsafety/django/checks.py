@@ -70,8 +70,8 @@ def _check_allow(allow: Any) -> list[checks.CheckMessage]:
         if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
             messages.append(checks.Warning(
                 f"settings.TXNSAFETY['ALLOW'] entry {entry!r} matches no installed model",
-                hint="Name a model as 'Model', 'app_label.Model' or a glob of them; "
-                     "a typo here allows nothing.",
+                hint="Name a model as 'Model', 'app_label.Model' or a glob of them; a typo here allows "
+                     "nothing. (An entry for a non-Django model, e.g. SQLAlchemy's: silence txnsafety.W003.)",
                 obj="settings.TXNSAFETY", id="txnsafety.W003"))
         if code and code not in CODES:
             messages.append(checks.Warning(

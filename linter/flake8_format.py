@@ -14,11 +14,12 @@ from typing import Any, Optional
 
 from flake8.formatting.base import BaseFormatter
 
-from .files import shown_path
 from .identity import enclosing_function
 from .model import Finding
 from .report import _escape_gh, sarif
-from .settings import ConfigError, project_root
+
+# flake8 imports every installed plugin at start: .files and .settings need the `lint`
+# extra (pathspec), so they are imported when the SARIF log is written, not here.
 
 
 class SarifFormatter(BaseFormatter):
@@ -42,11 +43,17 @@ class SarifFormatter(BaseFormatter):
     def stop(self) -> None:
         from txnsafety.codes import CODES
         try:
+            from .files import shown_path
+            from .settings import ConfigError, project_root
+        except ImportError as exc:
+            raise SystemExit(f"txnsafety: the SARIF format needs the lint extra ({exc.name} is missing): "
+                             f"pip install 'txnsafety[lint]'") from None
+        try:
             root = project_root(".")
         except ConfigError:  # pragma: no cover - the plugin already stopped flake8
             root = "."
         trees: dict[str, Optional[ast.AST]] = {}
-        txn = [_placed(f, root, trees) for f, code in self._findings if code in CODES]
+        txn = [_placed(f, root, trees, shown_path) for f, code in self._findings if code in CODES]
         other = [dataclasses.replace(f, path=shown_path(f.path, root))
                  for f, code in self._findings if code not in CODES]
         doc = json.loads(sarif(txn))
@@ -82,7 +89,7 @@ class GithubFormatter(BaseFormatter):
                 f"{_escape_gh(error.code + ' ' + error.text)}")
 
 
-def _placed(f: Finding, root: str, trees: dict[str, Optional[ast.AST]]) -> Finding:
+def _placed(f: Finding, root: str, trees: dict[str, Optional[ast.AST]], shown_path: Any) -> Finding:
     """``f`` with its path relative to the project root and its enclosing function, as
     ``txnsafety lint`` reports it (so both give the same SARIF fingerprints)."""
     if f.path not in trees:

@@ -17,16 +17,21 @@ import ast
 import sys
 from typing import Any, Iterator, Optional
 
-from .analysis import Prefilter
-from .project import analyze_one
-from .settings import (ConfigError, Settings, apply_mapping, find_flake8_config, flake8_txn_options,
-                       load_settings)
+from txnsafety import __version__
 
-try:  # pragma: no cover - version is informational
-    from importlib.metadata import version as _version
-    __version__ = _version("txnsafety")
-except Exception:  # pragma: no cover
-    __version__ = "0.1.0"
+# flake8 loads every installed plugin; txnsafety installed without its `lint` extra
+# (libcst, pathspec) must not crash flake8: the plugin says once what to install and
+# checks nothing.
+try:
+    from .analysis import Prefilter
+    from .project import analyze_one
+    from .settings import (ConfigError, Settings, apply_mapping, find_flake8_config, flake8_txn_options,
+                           load_settings)
+    MISSING: Optional[str] = None
+except ImportError as _exc:  # ModuleNotFoundError of a lint dependency
+    MISSING = _exc.name or str(_exc)
+
+INSTALL_HINT = "pip install 'txnsafety[lint]'"
 
 _LIST_OPTIONS = ("gets", "puts", "locks", "transactions", "retrying-transactions", "side-effects",
                  "versioned-models", "enable", "disable", "frameworks")
@@ -63,6 +68,10 @@ class Plugin:
 
     @classmethod
     def parse_options(cls, options: Any) -> None:
+        if MISSING is not None:
+            sys.stderr.write(f"txnsafety: the TXN checks need the lint extra ({MISSING} is missing): "
+                             f"{INSTALL_HINT}\n")
+            return
         start = (getattr(options, "filenames", None) or ["."])[0]
         try:
             cls._settings = _load(options, start)
@@ -72,6 +81,8 @@ class Plugin:
         cls._prefilter = Prefilter(cls._settings.analysis)
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
+        if MISSING is not None:
+            return
         settings = type(self)._settings
         if settings is None:
             settings = type(self)._settings = Settings()

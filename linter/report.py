@@ -24,11 +24,8 @@ FINGERPRINT_KEY = "txnsafety/v2"
 
 
 def _tool_version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("txnsafety")
-    except Exception:  # pragma: no cover
-        return "0.1.0"
+    from txnsafety import __version__  # the one source of the version
+    return __version__
 
 
 @functools.lru_cache(maxsize=1)

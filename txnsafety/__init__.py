@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .checker import forget, read_stamp, record_read, record_stale_lock, record_write, single_writer
 from .codes import CODES, Code
-from .config import configure, settings
+from .config import ConfigurationError, configure, settings
 from .context import (Priority, RequestScope, Transaction, current_scope, current_transaction,
                       held_leases, request_scope, transaction)
 from .policies import (abstract, dangerously_written_outside_transaction,
@@ -18,10 +18,12 @@ from .policies import (abstract, dangerously_written_outside_transaction,
                        written_via_cron, written_with_user_lock)
 from .report import StompingError, Violation, add_listener, remove_listener, suppress, suppress_in_test
 
+#: The one source of the version: setup.cfg reads it (``attr:``), the CLI, the flake8
+#: plugin and SARIF output import it.
 __version__ = "0.1.0"
 
 __all__ = [
-    "CODES", "Code", "Priority", "RequestScope", "StompingError", "Transaction", "Violation",
+    "CODES", "Code", "ConfigurationError", "Priority", "RequestScope", "StompingError", "Transaction", "Violation",
     "abstract", "add_listener", "configure", "current_scope", "current_transaction",
     "dangerously_written_outside_transaction", "dangerously_written_outside_transaction_or_user_lock",
     "embedded", "forget", "held_leases", "never_written", "policy_of", "read_stamp", "record_read",

@@ -14,7 +14,12 @@ from . import __version__
 
 
 def _lint(argv: Sequence[str]) -> int:
-    from txnsafety_lint.cli import main as lint_main
+    try:
+        from txnsafety_lint.cli import main as lint_main
+    except ImportError as exc:  # installed without the `lint` extra (libcst, pathspec)
+        print(f"txnsafety lint: the linter needs the lint extra ({exc.name} is missing): "
+              "pip install 'txnsafety[lint]'", file=sys.stderr)
+        return 2
     return lint_main(list(argv))
 
 

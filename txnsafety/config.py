@@ -6,11 +6,15 @@ the pytest plugin and ``txnsafety.configure()`` all change the same thing.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import os
+import sys
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from .context import Priority
+
+log = logging.getLogger("txnsafety")
 
 MODES = ("raise", "log", "collect")
 READ_SITES = ("always", "adaptive", "never")
@@ -42,6 +46,9 @@ class Settings:
     priority_rule: Callable[[str, dict[str, str]], Priority] | None = None
     #: URL path prefixes treated as batch work (cron, task queues).
     batch_paths: tuple[str, ...] = ("/cron/", "/_ah/", "/tasks/")
+    #: The level of ``log`` mode's record per report.  Sentry's logging integration makes
+    #: WARNING a breadcrumb and ERROR an event: choose ERROR to see reports as issues.
+    log_level: int = logging.WARNING
     _allow_compiled: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
 
     def is_allowed(self, model: str, code: str) -> bool:
@@ -54,18 +61,128 @@ class Settings:
                 return True
         return False
 
-    def priority_for(self, path: str, headers: dict[str, str]) -> Priority:
-        """Interactive unless the rule (or a batch path prefix) says batch."""
-        if self.priority_rule is not None:
-            return self.priority_rule(path, headers)
-        if headers.get("x-txnsafety-priority", "").lower() == Priority.BATCH.value:
-            return Priority.BATCH
-        if any(path.startswith(p) for p in self.batch_paths):
-            return Priority.BATCH
+    def priority_for(self, path: str, headers: Mapping[str, str]) -> Priority:
+        """Interactive unless the rule (or the header, or a batch path prefix) says batch.
+
+        Never raises: a priority only orders lock waiters, so a rule that fails or a
+        header that is missing, empty or malformed is logged and the request runs at
+        the default (interactive) priority rather than failing.
+        """
+        try:
+            if self.priority_rule is not None:
+                return _as_priority(self.priority_rule(path, headers), "the priority rule returned")
+            value = headers.get(PRIORITY_HEADER) if headers is not None else None
+            if value and _as_priority(value, f"the {PRIORITY_HEADER} header is") is Priority.BATCH:
+                return Priority.BATCH
+            if isinstance(path, str) and any(path.startswith(p) for p in self.batch_paths):
+                return Priority.BATCH
+        except Exception:
+            log.exception("txnsafety: the priority rule failed for %r; the request runs at interactive priority",
+                          str(path)[:200])
         return Priority.INTERACTIVE
 
 
-settings = Settings(mode=os.environ.get("TXNSAFETY_MODE", "log"))
+#: The one header the default priority rule reads (lower case).
+PRIORITY_HEADER = "x-txnsafety-priority"
+
+
+def _as_priority(value: object, what: str) -> Priority:
+    """``value`` as a Priority (a member or its name in any case), else logged and interactive."""
+    if isinstance(value, Priority):
+        return value
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if isinstance(value, str):
+        try:
+            return Priority(value.strip().lower())
+        except ValueError:
+            pass
+    log.warning("txnsafety: %s %.40r, not a priority (batch or interactive); using interactive", what, value)
+    return Priority.INTERACTIVE
+
+
+class ConfigurationError(ValueError):
+    """A setting the checker cannot work with; the message names the setting."""
+
+
+#: The environment variable that sets the mode (over the Django setting and pytest's ini).
+MODE_VARIABLE = "TXNSAFETY_MODE"
+
+
+def mode_from_environment() -> str | None:
+    """The mode ``TXNSAFETY_MODE`` asks for, or None when it is unset (or empty).
+
+    An unknown value (``warn``) is an error, never a silent off switch: a mode the
+    checker does not know would neither raise nor log.
+    """
+    value = os.environ.get(MODE_VARIABLE, "").strip()
+    if not value:
+        return None
+    if value not in MODES:
+        raise ConfigurationError(
+            f"txnsafety: the environment variable {MODE_VARIABLE}={value!r} is not a mode; "
+            f"use one of {', '.join(MODES)} (or unset it)")
+    return value
+
+
+def _initial_mode() -> str:
+    """The mode at import: ``TXNSAFETY_MODE`` or ``log``; a bad variable stops the import.
+
+    Under pytest the import happens while pytest loads its plugins, where an exception is
+    an INTERNALERROR: there the plugin reports it as a usage error instead (it calls
+    :func:`mode_from_environment` again in ``pytest_configure``).
+    """
+    try:
+        return mode_from_environment() or "log"
+    except ConfigurationError:
+        if "_pytest.config" in sys.modules:
+            return "log"
+        raise
+
+
+settings = Settings(mode=_initial_mode())
+
+
+def _compile_allow(allow: Iterable[str]) -> list[tuple[str, str | None]]:
+    compiled: list[tuple[str, str | None]] = []
+    for entry in allow:
+        if not isinstance(entry, str) or not entry.strip():
+            raise ConfigurationError(
+                f"txnsafety: allow entries are 'ModelGlob' or 'ModelGlob:TXN1nn', not {entry!r}")
+        pattern, _, code = entry.partition(":")
+        code = code.strip()
+        if code and not (code.startswith("TXN") and code[3:].isdigit()):
+            raise ConfigurationError(f"txnsafety: {code!r} in allow entry {entry!r} is not a TXN code")
+        compiled.append((pattern.strip(), code or None))
+    return compiled
+
+
+def validate(
+    *,
+    mode: str | None = None,
+    read_sites: str | bool | None = None,
+    allow: Iterable[str] | None = None,
+    priority_rule: object = None,
+    log_level: object = None,
+    **_others: object,
+) -> None:
+    """Raise :class:`ConfigurationError` for what :func:`configure` would refuse, changing nothing.
+
+    The Django system checks call it to report a bad ``TXNSAFETY`` without applying it.
+    """
+    if mode is not None and mode not in MODES:
+        raise ConfigurationError(f"txnsafety: mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if read_sites is not None and not isinstance(read_sites, bool) and read_sites not in READ_SITES:
+        raise ConfigurationError(
+            f"txnsafety: read_sites must be one of {', '.join(READ_SITES)}, not {read_sites!r}")
+    if allow is not None:
+        if isinstance(allow, str):
+            raise ConfigurationError("txnsafety: allow is a list of 'ModelGlob[:TXN1nn]' strings, not one string")
+        _compile_allow(allow)
+    if log_level is not None:
+        _level(log_level)
+    if priority_rule is not None and not callable(priority_rule):
+        raise ConfigurationError(f"txnsafety: priority_rule must be a callable (path, headers), not {priority_rule!r}")
 
 
 def configure(
@@ -78,15 +195,18 @@ def configure(
     library_paths: Iterable[str] | None = None,
     priority_rule: Callable[[str, dict[str, str]], Priority] | None = None,
     batch_paths: Iterable[str] | None = None,
+    log_level: int | str | None = None,
 ) -> Settings:
     """Change the checker's settings; arguments left ``None`` keep their value.
 
-    Raises ``ValueError`` for an unknown mode or a malformed allow entry, at
-    configuration time rather than in the middle of a request.
+    Raises :class:`ConfigurationError` (a ``ValueError``) for an unknown mode or a
+    malformed allow entry, at configuration time rather than in the middle of a
+    request, and then changes nothing.
     """
+    if allow is not None:
+        allow = tuple(allow)
+    validate(mode=mode, read_sites=read_sites, allow=allow, priority_rule=priority_rule, log_level=log_level)
     if mode is not None:
-        if mode not in MODES:
-            raise ValueError(f"txnsafety: mode must be one of {', '.join(MODES)}, not {mode!r}")
         settings.mode = mode
     if strict is not None:
         settings.strict = bool(strict)
@@ -95,20 +215,10 @@ def configure(
     if read_sites is not None:
         if isinstance(read_sites, bool):
             read_sites = "always" if read_sites else "never"
-        if read_sites not in READ_SITES:
-            raise ValueError(f"txnsafety: read_sites must be one of {', '.join(READ_SITES)}, not {read_sites!r}")
         settings.read_sites = read_sites
     if allow is not None:
-        compiled: list[tuple[str, str | None]] = []
-        for entry in allow:
-            if not isinstance(entry, str) or not entry.strip():
-                raise ValueError(f"txnsafety: allow entries are 'ModelGlob' or 'ModelGlob:TXN1nn', not {entry!r}")
-            pattern, _, code = entry.partition(":")
-            if code and not (code.startswith("TXN") and code[3:].isdigit()):
-                raise ValueError(f"txnsafety: {code!r} in allow entry {entry!r} is not a TXN code")
-            compiled.append((pattern.strip(), code.strip() or None))
-        settings.allow = tuple(allow)
-        settings._allow_compiled = compiled
+        settings._allow_compiled = _compile_allow(allow)
+        settings.allow = allow
     if library_paths is not None:
         settings.library_paths = tuple(library_paths)
         from .sites import forget_file_verdicts  # cached per file: classify again
@@ -117,4 +227,20 @@ def configure(
         settings.priority_rule = priority_rule
     if batch_paths is not None:
         settings.batch_paths = tuple(batch_paths)
+    if log_level is not None:
+        settings.log_level = _level(log_level)
     return settings
+
+
+def _level(value: object) -> int:
+    """A logging level from ``logging.ERROR`` or ``"ERROR"``."""
+    if isinstance(value, bool):
+        value = None
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str):
+        level = logging.getLevelName(value.strip().upper())
+        if isinstance(level, int):
+            return level
+    raise ConfigurationError(f"txnsafety: log_level must be a logging level (e.g. 'ERROR', logging.WARNING), "
+                             f"not {value!r}")

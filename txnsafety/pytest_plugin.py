@@ -2,28 +2,38 @@
 
 * Every test runs inside its own checker scope, so code called directly from a
   test is checked like a request.
-* The mode is ``raise`` under pytest (ini ``txnsafety_mode`` or the
-  ``TXNSAFETY_MODE`` variable change it): a violation raises at the write.
+* The mode is ``raise`` under pytest: a violation raises at the write.  The
+  ``--txnsafety-mode`` option, else the ``TXNSAFETY_MODE`` variable, else the ini
+  ``txnsafety_mode`` change it; an unknown value is a usage error.
 * A violation reported anywhere in the process while the test runs — a server
   thread, a worker task, code that swallowed the exception — fails the test at its
-  end with the full report.
+  end with the full report.  A test that fails for another reason (application code
+  that caught the StompingError and failed differently) fails with the report
+  attached, never without it.
+* ``report`` mode is for adopting the checker on an existing suite: nothing raises,
+  no test fails because of txnsafety, and the session ends with every distinct report
+  (code, model, sites, how many tests) — also as JSON with ``--txnsafety-json=PATH``.
 * Tests that *expect* violations ask for the ``txnsafety_violations`` fixture:
   violations are collected (not raised) for assertions and do not fail the test.
 """
 from __future__ import annotations
 
-import os
+import json
 import threading
 from typing import Iterator
 
 import pytest
 
 from .codes import Code
-from .config import settings
+from .config import MODES, ConfigurationError, mode_from_environment, settings
 from .context import request_scope
-from .report import Violation, _test_mode, add_listener, remove_listener
+from .report import StompingError, Violation, _test_mode, add_listener, remove_listener
+from .summary import group_reports
 
 _FIXTURE = "txnsafety_violations"
+#: Modes under pytest: the checker's own, plus ``report`` (collect, summarise, fail nothing).
+PYTEST_MODES = (*MODES, "report")
+_STATE = pytest.StashKey["_SessionState"]()
 
 
 class ViolationLog(list):
@@ -45,18 +55,50 @@ class ViolationLog(list):
         return [v for v in self if v.code == code]
 
 
+class _SessionState:
+    def __init__(self, mode: str, source: str) -> None:
+        self.mode = mode
+        self.source = source
+        self.reported: list[tuple[str, Violation]] = []  # report mode: (test id, violation)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("txnsafety_mode", "txnsafety checker mode under pytest: raise, log or collect",
+    parser.addini("txnsafety_mode", "txnsafety checker mode under pytest: raise, log, collect or report",
                   default="raise")
+    group = parser.getgroup("txnsafety", "txnsafety lost-write checker")
+    group.addoption("--txnsafety-mode", dest="txnsafety_mode", default=None, metavar="MODE",
+                    help="raise (default), log, collect: a test whose code stomps fails; "
+                         "report: no test fails, the session ends with every distinct report")
+    group.addoption("--txnsafety-json", dest="txnsafety_json", default=None, metavar="PATH",
+                    help="write the session's reports as JSON to PATH (any mode)")
+
+
+def _chosen_mode(config: pytest.Config) -> tuple[str, str]:
+    """The mode and where it came from: command line, then environment, then ini."""
+    cli = config.getoption("txnsafety_mode")
+    if cli:
+        return cli, f"--txnsafety-mode={cli}"
+    try:
+        env = mode_from_environment()
+    except ConfigurationError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if env:
+        return env, f"TXNSAFETY_MODE={env}"
+    ini = config.getini("txnsafety_mode") or "raise"
+    return ini, f"ini txnsafety_mode = {ini}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    mode, source = _chosen_mode(config)
+    if mode not in PYTEST_MODES:
+        raise pytest.UsageError(
+            f"txnsafety: {source!r} is not a mode; use one of {', '.join(PYTEST_MODES)}")
     _test_mode.set()
     config.addinivalue_line("markers", "txnsafety_allow(reason): this test may commit violations")
     from .config import configure
     configure(read_sites="always")  # a failing test names every site; speed matters less here
-    if "TXNSAFETY_MODE" not in os.environ:
-        configure(mode=config.getini("txnsafety_mode") or "raise")
+    configure(mode="collect" if mode == "report" else mode)
+    config.stash[_STATE] = _SessionState(mode, source)
 
 
 @pytest.fixture
@@ -73,18 +115,61 @@ def txnsafety_violations() -> Iterator[ViolationLog]:
         settings.mode = previous
 
 
+def _describe(violations: list[Violation], also: bool = False) -> str:
+    report = "\n\n".join(str(v) for v in violations)
+    verb = "also committed" if also else "committed"
+    return f"txnsafety: this test's code {verb} {len(violations)} stomping violation(s):\n\n{report}"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    state: _SessionState | None = item.config.stash.get(_STATE, None)
     seen = ViolationLog()
     expects = _FIXTURE in getattr(item, "fixturenames", ()) or item.get_closest_marker("txnsafety_allow")
     add_listener(seen.add)
     try:
         with request_scope(name=item.nodeid):
             result = yield
+    except BaseException as exc:
+        if seen and not expects and not (state and state.mode == "report"):
+            _attach(item, exc, seen)
+        raise
     finally:
         remove_listener(seen.add)
-    if seen and not expects:
-        report = "\n\n".join(str(v) for v in seen)
-        pytest.fail(f"txnsafety: this test's code committed {len(seen)} stomping violation(s):\n\n{report}",
-                    pytrace=False)
+        if state is not None and not expects:
+            state.reported.extend((item.nodeid, v) for v in seen)
+    if seen and not expects and not (state and state.mode == "report"):
+        pytest.fail(_describe(seen), pytrace=False)
     return result
+
+
+def _attach(item: pytest.Item, exc: BaseException, seen: ViolationLog) -> None:
+    """Keep the reports of a test that fails for another reason: they are often why."""
+    others = [v for v in seen if not (isinstance(exc, StompingError) and exc.violation is v)]
+    if not others:
+        return  # the failure is the report itself
+    text = _describe(others, also=isinstance(exc, StompingError))
+    if isinstance(exc, pytest.fail.Exception) or not hasattr(exc, "add_note"):
+        item.add_report_section("call", "txnsafety", text)  # outcome exceptions show no notes
+    else:
+        exc.add_note(text)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    state: _SessionState | None = config.stash.get(_STATE, None)
+    if state is None:
+        return
+    path = config.getoption("txnsafety_json")
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump([{"test": test, **v.as_dict()} for test, v in state.reported], fh, indent=2)
+    if state.mode != "report":
+        return
+    groups = group_reports(state.reported)
+    tests = len({test for test, _ in state.reported})
+    terminalreporter.write_sep(
+        "=", f"txnsafety report mode: {len(groups)} distinct report(s) in {tests} test(s); no test failed for them")
+    for group in groups:
+        terminalreporter.write_line(group.render())
+    if path:
+        terminalreporter.write_line(f"txnsafety: reports written to {path}")

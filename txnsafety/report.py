@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -112,8 +113,13 @@ def suppress(*codes: str, reason: str) -> Iterator[None]:
 
 
 def in_test() -> bool:
-    """True while a test suite runs (the pytest plugin is active, or pytest runs a test)."""
-    return "PYTEST_CURRENT_TEST" in os.environ or _test_mode.is_set()
+    """True while a test suite runs: pytest runs a test, a txnsafety test integration is
+    active, or Django's test runner has set up its test environment (``manage.py test``
+    with any runner: ``mail.outbox`` exists exactly while it is set up)."""
+    if "PYTEST_CURRENT_TEST" in os.environ or _test_mode.is_set():
+        return True
+    mail = sys.modules.get("django.core.mail")
+    return mail is not None and hasattr(mail, "outbox")
 
 
 def test_plugin_active() -> bool:
@@ -192,4 +198,26 @@ def report(violation: Violation) -> None:
     if mode == "raise":
         raise StompingError(violation)
     if mode == "log":
-        log.warning("%s", violation, extra={"txnsafety": violation.as_dict()})
+        log_violation(violation)
+
+
+def log_violation(violation: Violation, level: int | None = None) -> None:
+    """One record on the ``txnsafety`` logger for ``violation``.
+
+    Made for the tools that read records: the message *template* is
+    ``"TXN102 unprotected: %s"`` (Sentry groups events by template, so each code is
+    its own issue), the record's ``pathname``/``lineno``/``funcName`` are the
+    user's write site (not this module), and ``extra["txnsafety"]`` holds the
+    report as a dict.  The formatted message is ``str(violation)``.
+    """
+    level = settings.log_level if level is None else level
+    if not log.isEnabledFor(level):
+        return
+    head = f"{violation.code.value} {violation.kind}: "
+    text = str(violation)
+    site = violation.write_site or violation.read_site
+    path, line, function = (site.file, site.line, site.function) if site else ("(unknown file)", 0, None)
+    record = log.makeRecord(log.name, level, path, line, head.replace("%", "%%") + "%s",
+                            (text[len(head):] if text.startswith(head) else text,), None, func=function,
+                            extra={"txnsafety": violation.as_dict()})
+    log.handle(record)

@@ -100,3 +100,99 @@ def test_logged(caplog):
     result = inner.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*committed 1 stomping violation*"])
+
+
+# -- adopting it on a real suite (issue 16) and misconfiguration (issue 18) ---------------------
+
+APP = '''
+from models import read, write
+
+def pay(pk):
+    """Application code that catches everything: an error page, a 500, a False."""
+    try:
+        write(read(pk))
+    except Exception:
+        return "payment failed"
+    return "paid"
+'''
+
+
+def test_a_test_failing_for_another_reason_keeps_its_reports(inner):
+    inner.makepyfile(app=APP, test_app='''
+from models import read, write
+def test_other_failure():
+    write(read(1))
+    assert 1 == 2, "the test's own assertion"
+''')
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", "--txnsafety-mode=log")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the test's own assertion*", "*txnsafety: this test's code committed 1*",
+                                 "*TXN102 unprotected*"])
+
+
+def test_raise_mode_swallowed_by_broad_except_still_fails_with_the_report(inner):
+    inner.makepyfile(app=APP, test_app='''
+from app import pay
+def test_pay_fails_differently():
+    assert pay(1) == "paid"
+def test_pay_swallowed():
+    pay(2)
+''')
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert out.count("TXN102 unprotected") >= 2, out
+    result.stdout.fnmatch_lines(["*AssertionError: assert 'payment failed' == 'paid'*",
+                                 "*this test's code committed 1*"])
+
+
+def test_report_mode_fails_no_test_and_summarises_distinct_reports(inner, tmp_path):
+    inner.makepyfile(test_app='''
+from models import read, write
+import pytest
+@pytest.mark.parametrize("pk", [1, 2, 3])
+def test_stomp(pk):
+    write(read(pk))
+def test_clean():
+    pass
+''')
+    out = tmp_path / "reports.json"
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", "--txnsafety-mode=report",
+                                        f"--txnsafety-json={out}")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines([
+        "*txnsafety report mode: 1 distinct report(s) in 3 test(s); no test failed for them*",
+        "TXN102 unprotected: models.Row  (3 test(s): test_app.py::test_stomp[[]1[]] and 2 more)",
+        "  write at *test_app.py:5 in test_stomp*"])
+    import json
+    data = json.loads(out.read_text())
+    assert [d["test"] for d in data] == [f"test_app.py::test_stomp[{pk}]" for pk in (1, 2, 3)]
+    assert {d["code"] for d in data} == {"TXN102"}
+
+
+@pytest.mark.parametrize("args, ini, env, message", [
+    ((), "[pytest]\ntxnsafety_mode = warn\n", None, "*txnsafety: 'ini txnsafety_mode = warn' is not a mode*"),
+    (("--txnsafety-mode=loud",), None, None, "*'--txnsafety-mode=loud' is not a mode*"),
+    ((), None, "warn", "*environment variable TXNSAFETY_MODE='warn' is not a mode*"),
+])
+def test_a_bad_mode_is_a_usage_error(inner, monkeypatch, args, ini, env, message):
+    if ini:
+        inner.makeini(ini)
+    if env:
+        monkeypatch.setenv("TXNSAFETY_MODE", env)
+    inner.makepyfile(test_app="def test_x():\n    pass\n")
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines([message])
+
+
+def test_the_command_line_mode_beats_the_ini(inner):
+    inner.makeini("[pytest]\ntxnsafety_mode = raise\n")
+    inner.makepyfile(test_app='''
+import txnsafety
+def test_mode():
+    assert txnsafety.settings.mode == "collect"
+''')
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", "--txnsafety-mode=collect")
+    result.assert_outcomes(passed=1)

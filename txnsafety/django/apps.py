@@ -1,9 +1,14 @@
 """``INSTALLED_APPS = [..., "txnsafety.django"]``."""
 from __future__ import annotations
 
+import logging
+
 from django.apps import AppConfig, apps
-from django.core import checks
 from django.core.signals import setting_changed
+
+from .checks import check_middleware  # noqa: F401  (its old home)
+
+log = logging.getLogger("txnsafety")
 
 
 class TxnSafetyConfig(AppConfig):
@@ -17,10 +22,18 @@ class TxnSafetyConfig(AppConfig):
 
         from . import conf
 
-        conf.apply(getattr(dj_settings, "TXNSAFETY", None))
+        from . import checks
+
+        try:
+            conf.apply(getattr(dj_settings, "TXNSAFETY", None))
+        except conf.SettingError as exc:
+            # Not a traceback out of ready(): system check txnsafety.E001 shows it with a
+            # hint (manage.py check, runserver, migrate, test); servers that run no checks
+            # get this log line.  The checker keeps its defaults meanwhile.
+            log.error("txnsafety: %s (%s); the checker keeps its defaults", exc, exc.hint)
         activate()
         setting_changed.connect(_on_setting_changed, dispatch_uid="txnsafety.django.setting_changed")
-        checks.register(check_middleware, "txnsafety")
+        checks.register()
 
 
 _activated = False
@@ -50,19 +63,9 @@ def activate() -> None:
 def _on_setting_changed(setting: str, value: object, **kwargs: object) -> None:
     from . import conf, transactions
     if setting == "TXNSAFETY":
-        conf.apply(value)
+        try:
+            conf.apply(value)
+        except conf.SettingError as exc:  # shown by check txnsafety.E001
+            log.error("txnsafety: %s (%s); the checker keeps its settings", exc, exc.hint)
     elif setting == "DATABASES":
         transactions.forget_verdicts()
-
-
-MIDDLEWARE_PATH = "txnsafety.django.middleware.TxnSafetyMiddleware"
-
-
-def check_middleware(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:
-    """txnsafety.W001: the app is installed but no request opens a checker scope."""
-    from django.conf import settings as dj_settings
-    if MIDDLEWARE_PATH in (getattr(dj_settings, "MIDDLEWARE", None) or ()):
-        return []
-    return [checks.Warning(
-        "txnsafety.django is installed but its middleware is not in MIDDLEWARE: requests are not checked",
-        hint=f"Add {MIDDLEWARE_PATH!r} at the top of MIDDLEWARE.", id="txnsafety.W001")]

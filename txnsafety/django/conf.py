@@ -11,6 +11,7 @@
         "LIBRARY_PATHS": ["/srv/app/vendor/"],     # frames that are never "your code"
         "BATCH_PATHS": ["/cron/", "/tasks/"],       # lock priority: batch
         "PRIORITY_RULE": "myapp.locks.priority",    # callable or dotted path
+        "LOG_LEVEL": "WARNING",     # of log mode's record per report ("ERROR": Sentry events)
     }
 
 Read in ``AppConfig.ready()`` and mapped onto :func:`txnsafety.configure`; keys
@@ -27,58 +28,107 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from .. import configure
+from ..config import MODE_VARIABLE, MODES, ConfigurationError, validate
 from ..report import test_plugin_active
 from . import transactions
 
-KEYS = {"ENABLED", "MODE", "STRICT", "ALLOW", "ISOLATION", "LIBRARY_PATHS", "BATCH_PATHS", "PRIORITY_RULE"}
+KEYS = {"ENABLED", "MODE", "STRICT", "ALLOW", "ISOLATION", "LIBRARY_PATHS", "BATCH_PATHS", "PRIORITY_RULE",
+        "LOG_LEVEL"}
+
+#: What each key takes: the hint of system check txnsafety.E001.
+HINTS = {
+    None: 'TXNSAFETY is a dict, e.g. {"MODE": "log", "STRICT": False, "ALLOW": []}; '
+          f"its keys: {', '.join(sorted(KEYS))}",
+    "MODE": f"MODE is one of {', '.join(repr(m) for m in MODES)}",
+    "ALLOW": 'ALLOW is a list of "ModelGlob" or "ModelGlob:TXN1nn" strings, e.g. ["Session", "shop.Counter:TXN103"]',
+    "ISOLATION": 'ISOLATION maps database aliases to isolation levels, e.g. {"default": "serializable"}',
+    "LIBRARY_PATHS": "LIBRARY_PATHS is a list of directory paths",
+    "BATCH_PATHS": 'BATCH_PATHS is a list of URL path prefixes, e.g. ["/cron/"]',
+    "LOG_LEVEL": 'LOG_LEVEL is a logging level, e.g. "ERROR" (Sentry events) or "WARNING" (the default)',
+    "PRIORITY_RULE": 'PRIORITY_RULE is a callable (path, headers) -> txnsafety.Priority, or its dotted path',
+}
 
 
-def apply(conf: Any) -> dict[str, Any]:
-    """Validate ``conf`` (the ``TXNSAFETY`` dict) and apply it; returns what was passed to configure()."""
+class SettingError(ImproperlyConfigured):
+    """A bad ``settings.TXNSAFETY``; ``key`` is the offending key (None: the value itself)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message, key)
+        self.key = key
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    @property
+    def hint(self) -> str:
+        return HINTS.get(self.key) or HINTS[None]
+
+
+def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """Validate ``conf`` (the ``TXNSAFETY`` value) without applying it.
+
+    Returns the arguments for :func:`txnsafety.configure` and the isolation
+    overrides; raises :class:`SettingError` naming the key.
+    """
     if conf is None:
         conf = {}
     if not isinstance(conf, dict):
-        raise ImproperlyConfigured(f"settings.TXNSAFETY must be a dict, not {type(conf).__name__}")
+        raise SettingError(f"settings.TXNSAFETY must be a dict, not {type(conf).__name__}")
     unknown = set(conf) - KEYS
     if unknown:
-        raise ImproperlyConfigured(
-            f"settings.TXNSAFETY: unknown key(s) {', '.join(sorted(unknown))}; "
+        raise SettingError(
+            f"settings.TXNSAFETY: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
             f"known: {', '.join(sorted(KEYS))}")
     kwargs: dict[str, Any] = {}
     if "ENABLED" in conf:
         kwargs["enabled"] = bool(conf["ENABLED"])
-    if "MODE" in conf and not (test_plugin_active() or "TXNSAFETY_MODE" in os.environ):
-        kwargs["mode"] = conf["MODE"]
+    if "MODE" in conf:
+        if conf["MODE"] not in MODES:
+            raise SettingError(f"settings.TXNSAFETY['MODE'] is {conf['MODE']!r}, not a mode", "MODE")
+        if not (test_plugin_active() or os.environ.get(MODE_VARIABLE, "").strip()):
+            kwargs["mode"] = conf["MODE"]
     if "STRICT" in conf:
         kwargs["strict"] = bool(conf["STRICT"])
     if "ALLOW" in conf:
         allow = conf["ALLOW"]
-        if isinstance(allow, str):
-            raise ImproperlyConfigured(
-                "settings.TXNSAFETY['ALLOW'] is a list of 'ModelGlob[:TXN1nn]' strings")
+        if isinstance(allow, str) or not isinstance(allow, (list, tuple)):
+            raise SettingError("settings.TXNSAFETY['ALLOW'] is a list of 'ModelGlob[:TXN1nn]' strings", "ALLOW")
         kwargs["allow"] = list(allow)
-    if "LIBRARY_PATHS" in conf:
-        kwargs["library_paths"] = [os.path.abspath(p) for p in conf["LIBRARY_PATHS"]]
-    if "BATCH_PATHS" in conf:
-        kwargs["batch_paths"] = list(conf["BATCH_PATHS"])
+    for key, name in (("LIBRARY_PATHS", "library_paths"), ("BATCH_PATHS", "batch_paths")):
+        if key in conf:
+            value = conf[key]
+            if isinstance(value, str) or not isinstance(value, (list, tuple)) \
+                    or not all(isinstance(v, str) for v in value):
+                raise SettingError(f"settings.TXNSAFETY[{key!r}] is a list of strings, not {value!r}", key)
+            kwargs[name] = [os.path.abspath(p) for p in value] if key == "LIBRARY_PATHS" else list(value)
+    if "LOG_LEVEL" in conf:
+        kwargs["log_level"] = conf["LOG_LEVEL"]
     if "PRIORITY_RULE" in conf:
         rule = conf["PRIORITY_RULE"]
         if isinstance(rule, str):
             try:
                 rule = import_string(rule)
             except ImportError as exc:
-                raise ImproperlyConfigured(f"settings.TXNSAFETY['PRIORITY_RULE']: {exc}") from exc
+                raise SettingError(f"settings.TXNSAFETY['PRIORITY_RULE']: {exc}", "PRIORITY_RULE") from exc
         if not callable(rule):
-            raise ImproperlyConfigured(
-                "settings.TXNSAFETY['PRIORITY_RULE'] must be a callable (path, headers)")
+            raise SettingError(
+                "settings.TXNSAFETY['PRIORITY_RULE'] must be a callable (path, headers)", "PRIORITY_RULE")
         kwargs["priority_rule"] = rule
     isolation = conf.get("ISOLATION")
     if isolation is not None and not isinstance(isolation, dict):
-        raise ImproperlyConfigured(
-            "settings.TXNSAFETY['ISOLATION'] maps database aliases to isolation levels")
+        raise SettingError(
+            "settings.TXNSAFETY['ISOLATION'] maps database aliases to isolation levels", "ISOLATION")
     try:
-        configure(**kwargs)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"settings.TXNSAFETY: {exc}") from exc
+        validate(**kwargs)
+    except ConfigurationError as exc:
+        key = "ALLOW" if "allow" in str(exc) else "LOG_LEVEL" if "log_level" in str(exc) else None
+        raise SettingError(f"settings.TXNSAFETY: {exc}", key) from exc
+    return kwargs, isolation
+
+
+def apply(conf: Any) -> dict[str, Any]:
+    """Validate ``conf`` (the ``TXNSAFETY`` dict) and apply it; returns what was passed to configure()."""
+    kwargs, isolation = parse(conf)
+    configure(**kwargs)
     transactions.set_isolation_overrides(isolation)
     return kwargs

@@ -93,7 +93,7 @@ def capture(setup: Callable[[], Any]) -> PatchSet:
     before = _owners()
     setup()
     changes: list[Change] = []
-    for key, (owner, old) in before.items():
+    for owner, old in before.values():
         new = getattr(owner, "__dict__", {})
         for name in old.keys() | new.keys():
             if name in _IGNORED:

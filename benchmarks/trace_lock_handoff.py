@@ -120,10 +120,6 @@ def jain(counts: list[int]) -> float:
     return sum(counts) ** 2 / (len(counts) * sum(c * c for c in counts)) if any(counts) else 0.0
 
 
-def _first(steps: list, name: str, after: float = 0.0) -> float | None:
-    return next((t for n, t in steps if n == name and t >= after), None)
-
-
 def _last(steps: list, name: str) -> float | None:
     return next((t for n, t in reversed(steps) if n == name), None)
 

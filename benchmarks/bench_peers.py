@@ -18,7 +18,10 @@ pristine Django.  Sentry's events go to a transport that drops them: the client'
 work (spans, serialisation) is timed, the network is not.  The request's 15
 ``get()`` calls in a loop are what django-zeal reports as an N+1 (it raises by
 default); they are on its allowlist, as a project would put them, so every
-contender serves the same silent request.
+contender serves the same silent request.  ``sentry_sdk.init`` also imports and patches
+the other libraries it finds installed (Flask, httpx, SQLAlchemy, ...): those patches
+stay for every contender, none of them is on a Django request's path (``--verbose``
+lists what is switched).
 
 The peers come from PyPI at pinned versions.  Run with a Python that lacks them,
 the script creates a virtualenv under ``~/.cache/txnsafety-bench-peers`` (sharing

@@ -164,7 +164,7 @@ def main() -> None:
         print(f"  {name:<18} {sum(counts) / args.seconds:6.0f}/s  Jain {jain(counts):.3f}  "
               f"per-client min {min(counts)} max {max(counts)}")
     counts, cycles = run("txnsafety", args.clients, args.seconds, args.hold, trace=True)
-    print(f"\ntxnsafety traced: {sum(counts) / args.seconds:.0f}/s (stamps cost a little), "
+    print(f"\ntxnsafety, traced run: {sum(counts) / args.seconds:.0f}/s, "
           f"{len(cycles)} cycles; per handoff to another process, ms:")
     parts = split(cycles)
     for part, values in parts.items():

@@ -982,9 +982,12 @@ class FunctionAnalyzer:
         # an unprotected helper is fine when every caller protects it: with a lock, for a
         # model that only a lock protects
         blind = all(m.kind == "blind" for m in relevant)     # a stale copy, nothing derived
+        # ``save(update_fields=["image"])`` of a value made from *other* columns of the read
+        # (a file name, a cart id): stale only if those columns change meanwhile
+        other_columns = kind == "fields" and all(m.kind == "derived" and not m.own for m in relevant)
         self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
                     and ent.source != "param", need=protection_needed(ent.policy),
-                    confidence=Confidence.LOW if blind else Confidence.HIGH)
+                    confidence=Confidence.LOW if blind or other_columns else Confidence.HIGH)
 
     def check_internal(self, ent: Entity, w_line: int) -> None:
         """TXN103 in one function: two objects for the same row, both written."""

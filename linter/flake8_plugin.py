@@ -64,7 +64,7 @@ class Plugin:
         manager.add_option("--txn-include", default="", parse_from_config=False,
                            comma_separated_list=True,
                            help="txnsafety: report findings in these quiet groups too "
-                                "(tests, migrations, scripts)")
+                                "(tests, migrations, scripts, commands)")
 
     @classmethod
     def parse_options(cls, options: Any) -> None:

@@ -13,7 +13,8 @@ class Confidence(enum.IntEnum):
     check and then an insert) with nothing the linter can see protecting the pair.
     ``LOW``: a stale copy of the whole row is saved after changes that derive nothing from
     the read (``x.status = "paid"; x.save()``): it loses another request's write only if one
-    changes *other* columns of that row in between, which the source cannot show.  Shown with
+    changes *other* columns of that row in between, which the source cannot show; also a
+    ``save(update_fields=...)`` whose values are made only from other columns of the read.  Shown with
     ``--min-confidence low`` (``min-confidence = "low"``); the default shows ``medium`` and up.
     """
 

@@ -19,6 +19,7 @@ from .analysis import Prefilter, analyze_project, analyze_source
 from .files import SourceFile, file_role, select_files
 from .identity import with_functions
 from .model import Finding
+from .callers import quiet_functions, quiet_group
 from .roles import QUIET, FileRole, QuietGroup
 from .settings import Settings
 from .sources import FileProblem, analyze_file, noqa_filter, parse_file
@@ -58,6 +59,18 @@ def visible(f: Finding, role: FileRole, settings: Settings) -> Optional[QuietGro
     return None if group is None or group in settings.include else group
 
 
+def _quiet_functions(parsed: list, raw: Mapping[str, list[Finding]],
+                     settings: Settings) -> dict[tuple[str, str], QuietGroup]:
+    """Functions of reported files that only quiet code calls (``callers.py``); computed
+    only when such a file has a finding."""
+    if not any(raw.get(sf.path) and visible(raw[sf.path][0], sf.role, settings) is None
+               for sf, _src, _tree in parsed):
+        return {}
+    return quiet_functions([(sf.path, tree) for sf, _src, tree in parsed],
+                           {sf.path: sf.role for sf, _src, _tree in parsed},
+                           frozenset(settings.include))
+
+
 def lint_paths(paths: Sequence[str], settings: Settings, cross_module: bool = True) -> RunResult:
     cfg = settings.analysis
     prefilter = Prefilter(cfg)
@@ -94,6 +107,7 @@ def lint_paths(paths: Sequence[str], settings: Settings, cross_module: bool = Tr
             except FileProblem as exc:
                 result.errors.append(f"{sf.shown}: error: {exc}")
     hidden: collections.Counter = collections.Counter()
+    quiet = _quiet_functions(parsed, raw, settings) if cross_module else {}
     for sf, _src, tree in parsed:
         found = raw.get(sf.path, [])
         if not found:
@@ -102,7 +116,7 @@ def lint_paths(paths: Sequence[str], settings: Settings, cross_module: bool = Tr
         for f in with_functions(found, tree):  # type: ignore[arg-type]
             if any(f.code.startswith(c) for c in off):
                 continue
-            group = visible(f, sf.role, settings)
+            group = visible(f, sf.role, settings) or quiet_group(quiet, sf.path, f.function)
             if group is not None:
                 hidden[group] += 1
                 continue

@@ -5,7 +5,10 @@ factories, migrations and one-off scripts (``setup.py``, ``docs/conf.py``, ``man
 a top-level ``scripts/`` folder, ``examples/``) run alone, so findings in them are noise on a first run:
 they are counted and left out unless asked for (``--include-tests``,
 ``--include-migrations``, ``--include-scripts``).  Django management commands and other
-CLI commands *are* application code: cron runs them while requests write the same rows.
+CLI commands (``__main__.py``) are left out too (``--include-commands``): measured on real
+projects, what they held were imports and setup steps run once by hand.  A command that
+cron runs beside requests races like a view: show it with ``per-file-roles`` (role
+``app``) or ``include-commands``.
 
 :func:`classify` is the one classifier, used by ``txnsafety lint``, the flake8 plugin and
 the corpus benchmark.  Patterns are gitignore-style (``pathspec``) and are matched against
@@ -24,7 +27,7 @@ class FileRole(enum.Enum):
     """The role of a source file; ``value`` is the name used in configuration."""
 
     APP = "app"
-    COMMAND = "command"       # management commands, __main__ modules: run by cron, reported
+    COMMAND = "command"       # management commands, __main__ modules: mostly run once by hand
     TEST = "test"
     FIXTURE = "fixture"       # test fixtures and factories
     MIGRATION = "migration"   # Django and alembic migrations
@@ -37,6 +40,7 @@ class QuietGroup(enum.Enum):
     TESTS = "tests"
     MIGRATIONS = "migrations"
     SCRIPTS = "scripts"
+    COMMANDS = "commands"
 
     @property
     def option(self) -> str:
@@ -55,17 +59,20 @@ QUIET: Mapping[FileRole, QuietGroup] = {
     FileRole.FIXTURE: QuietGroup.TESTS,
     FileRole.MIGRATION: QuietGroup.MIGRATIONS,
     FileRole.SCRIPT: QuietGroup.SCRIPTS,
+    FileRole.COMMAND: QuietGroup.COMMANDS,
 }
 
 # Checked in this order: the first role whose patterns match wins, so a test of a
 # migration (tests/migrations/test_x.py) is a test and a factory under tests/ too.
 _PATTERNS: tuple[tuple[FileRole, tuple[str, ...]], ...] = (
-    (FileRole.TEST, ("test_*.py", "*_test.py", "tests.py", "conftest.py", "tests/", "test/")),
+    (FileRole.TEST, ("test_*.py", "*_test.py", "tests.py", "conftest.py", "tests/", "test/",
+                     "test_utils/", "testutils/")),
     (FileRole.FIXTURE, ("fixtures/", "factories.py", "factory.py", "*_factories.py",
                         "factories/")),
     (FileRole.MIGRATION, ("migrations/", "**/alembic/versions/")),
     (FileRole.SCRIPT, ("/setup.py", "/manage.py", "/noxfile.py", "/fabfile.py", "/conf.py",
-                       "docs/conf.py", "doc/conf.py", "/scripts/", "examples/", "example/")),
+                       "docs/conf.py", "doc/conf.py", "/scripts/", "examples/", "example/",
+                       "/.github/", "/.gitlab/", "/.circleci/")),       # CI-only code
     (FileRole.COMMAND, ("**/management/commands/", "__main__.py")),
 )
 

@@ -59,3 +59,29 @@ def test_min_confidence_setting_and_a_bad_value(tmp_path, capsys, monkeypatch):
     code, _out, err = run(tmp_path, capsys)
     assert code == 2
     assert "pyproject.toml: [tool.txnsafety] bad value for 'min-confidence'" in err
+
+
+FIELDS = textwrap.dedent("""\
+    from shop.models import Screenshot
+
+
+    def refresh_image(pk):
+        shot = Screenshot.objects.get(pk=pk)
+        shot.image = open_file(shot.filename)
+        shot.save(update_fields=["image"])
+
+
+    def append_note(pk, note):
+        shot = Screenshot.objects.get(pk=pk)
+        shot.notes = shot.notes + [note]
+        shot.save(update_fields=["notes"])
+    """)
+
+
+def test_a_fields_save_made_from_other_columns_is_low_from_its_own_column_high(tmp_path, capsys,
+                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text(FIELDS)
+    main(["--min-confidence", "low", "--format", "json", "app.py"])
+    got = {(f["line"], f["code"], f["confidence"]) for f in json.loads(capsys.readouterr().out)}
+    assert got == {(7, "TXN102", "low"), (13, "TXN102", "high")}

@@ -55,30 +55,32 @@ def shown_paths(out):
 
 
 @needs_git
-def test_defaults_report_app_and_commands_only(repo, capsys, monkeypatch):
+def test_defaults_report_app_code_only(repo, capsys, monkeypatch):
     monkeypatch.chdir(repo)
     assert main(["."]) == 1
     out = capsys.readouterr().out
-    assert shown_paths(out) == ["shop/management/commands/close_accounts.py", "shop/views.py"]
+    assert shown_paths(out) == ["shop/views.py"]
     assert out.splitlines()[-1] == (
-        f"{4 * PER_FILE} findings not shown: {2 * PER_FILE} in tests, {PER_FILE} in migrations, "
-        f"{PER_FILE} in scripts (--include-tests, --include-migrations, --include-scripts to "
-        f"show them)")
+        f"{5 * PER_FILE} findings not shown: {2 * PER_FILE} in tests, {PER_FILE} in migrations, "
+        f"{PER_FILE} in scripts, {PER_FILE} in commands (--include-tests, --include-migrations, "
+        f"--include-scripts, --include-commands to show them)")
     assert "generated/" not in out and "_pb2" not in out
 
 
 @needs_git
 def test_include_options_and_settings(repo, capsys, monkeypatch):
     monkeypatch.chdir(repo)
-    main([".", "--include-tests", "--include-migrations"])
+    main([".", "--include-tests", "--include-migrations", "--include-commands"])
     out = capsys.readouterr().out
     assert "shop/tests/test_views.py" in shown_paths(out)
     assert "shop/factories.py" in shown_paths(out)
     assert "shop/migrations/0002_backfill.py" in shown_paths(out)
+    assert "shop/management/commands/close_accounts.py" in shown_paths(out)
     assert out.splitlines()[-1] == (f"{PER_FILE} findings not shown: {PER_FILE} in scripts "
                                     f"(--include-scripts to show them)")
     (repo / "pyproject.toml").write_text("[tool.txnsafety]\ninclude-tests = true\n"
-                                         "include-scripts = true\ninclude-migrations = true\n")
+                                         "include-scripts = true\ninclude-migrations = true\n"
+                                         "include-commands = true\n")
     main(["."])
     out = capsys.readouterr().out
     assert "not shown" not in out and "setup.py" in shown_paths(out)

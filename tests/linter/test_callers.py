@@ -1,0 +1,166 @@
+"""A function in application code that only quiet code calls is as quiet as its callers."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from txnsafety_lint.cli import main
+
+SEED = """\
+from django.db import models
+
+
+class Page(models.Model):
+    slug = models.CharField(max_length=50)
+
+
+def seed_page(slug):
+    if not Page.objects.filter(slug=slug).exists():
+        Page.objects.create(slug=slug)
+"""
+
+
+def write(root, rel, text):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def run(root, capsys, monkeypatch, *args):
+    monkeypatch.chdir(root)
+    main([".", "--no-respect-gitignore", *args])
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.fixture
+def project(tmp_path):
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/api.py", SEED)
+    write(tmp_path, "cms/tests/test_api.py", """\
+        from cms.api import seed_page
+
+        def test_seed():
+            seed_page("home")
+        """)
+    write(tmp_path, "cms/test_utils/fixtures.py", """\
+        from cms import api
+
+        class PagesFixture:
+            def setUp(self):
+                api.seed_page("about")
+        """)
+    return tmp_path
+
+
+def test_called_only_from_tests_is_quiet(project, capsys, monkeypatch):
+    out = run(project, capsys, monkeypatch)
+    assert out == ["1 finding not shown: 1 in tests (--include-tests to show them)"]
+    assert any("cms/api.py" in line and "TXN105" in line
+               for line in run(project, capsys, monkeypatch, "--include-tests"))
+
+
+def test_one_caller_in_application_code_keeps_it_reported(project, capsys, monkeypatch):
+    write(project, "cms/views.py", """\
+        from cms.api import seed_page
+
+        def create(request):
+            seed_page(request.POST["slug"])
+        """)
+    out = run(project, capsys, monkeypatch)
+    assert any(line.startswith("cms/api.py:") and "TXN105" in line for line in out)
+
+
+def test_a_callback_handed_on_by_application_code_counts_as_a_caller(project, capsys, monkeypatch):
+    write(project, "cms/jobs.py", """\
+        from cms.api import seed_page
+
+        HANDLERS = {"seed": seed_page}
+        """)
+    assert any(line.startswith("cms/api.py:") for line in run(project, capsys, monkeypatch))
+
+
+def test_called_only_by_a_post_migrate_receiver_is_quiet_as_migrations(tmp_path, capsys, monkeypatch):
+    project = tmp_path
+    write(project, "pyproject.toml", "[tool.txnsafety]\n")
+    write(project, "cms/api.py", SEED)
+    write(project, "cms/signals.py", """\
+        from django.db.models.signals import post_migrate
+        from django.dispatch import receiver
+
+        from cms.api import seed_page
+
+
+        @receiver(post_migrate)
+        def seed_defaults(sender, **kwargs):
+            seed_page("home")
+        """)
+    out = run(project, capsys, monkeypatch)
+    assert out == ["1 finding not shown: 1 in migrations (--include-migrations to show them)"]
+
+
+def test_through_a_chain_of_quiet_callers(project, capsys, monkeypatch):
+    write(project, "cms/setup_data.py", """\
+        from cms.api import seed_page
+
+        def seed_all():
+            seed_page("home")
+        """)
+    write(project, "cms/tests/test_setup.py", """\
+        from cms.setup_data import seed_all
+
+        def test_all():
+            seed_all()
+        """)
+    assert run(project, capsys, monkeypatch) == [
+        "1 finding not shown: 1 in tests (--include-tests to show them)"]
+
+
+def test_a_name_defined_twice_is_not_judged_by_its_calls(project, capsys, monkeypatch):
+    write(project, "shop/api.py", """\
+        def seed_page(slug):
+            return slug
+        """)
+    assert any(line.startswith("cms/api.py:") for line in run(project, capsys, monkeypatch))
+
+
+def test_a_function_nothing_references_is_an_entry_point(tmp_path, capsys, monkeypatch):
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/api.py", SEED)
+    assert any(line.startswith("cms/api.py:") for line in run(tmp_path, capsys, monkeypatch))
+
+
+def test_a_method_called_only_by_a_handler_connected_to_post_migrate_is_quiet(tmp_path, capsys, monkeypatch):
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "lang/apps.py", """\
+        from django.apps import AppConfig
+        from django.db.models.signals import post_migrate
+
+
+        class LangConfig(AppConfig):
+            def ready(self):
+                from lang.models import setup_lang
+                post_migrate.connect(setup_lang, sender=self)
+        """)
+    write(tmp_path, "lang/models.py", """\
+        from django.db import models
+
+
+        class Plural(models.Model):
+            kind = models.IntegerField()
+
+
+        class LanguageManager(models.Manager):
+            def setup(self):
+                self._fixup_plural_kinds()
+
+            def _fixup_plural_kinds(self):
+                if not Plural.objects.filter(kind=2).exists():
+                    Plural.objects.create(kind=2)
+
+
+        def setup_lang(sender, **kwargs):
+            Language.objects.setup()
+        """)
+    assert run(tmp_path, capsys, monkeypatch) == [
+        "1 finding not shown: 1 in migrations (--include-migrations to show them)"]

@@ -14,7 +14,8 @@ See ``docs/locks.md``.
 """
 from ..context import Priority
 from .api import LockContext, global_lock, user_write_lock
-from .backend import AcquireRequest, Backend, Grant, backend_from_url, register_backend
+from .backend import AcquireRequest, Backend, Grant
+from .registry import backend_from_url, register_backend
 from .config import FAIL_CLOSED, FAIL_OPEN, LockOptions, close_backends, configure, get_backend, options
 from .errors import BackendUnavailable, LeaseLost, LockError, LockTimeout, NotHolder
 from .fetch import FetchUnderLock, fetch_under_lock

@@ -1,4 +1,4 @@
-"""What every lock backend provides, and how a URL picks one.
+"""What every lock backend provides.
 
 A backend stores one value per held lock (the lease token), grants the lock to one
 acquirer at a time, and only lets the token's owner release or extend it.  The
@@ -17,7 +17,7 @@ import logging
 import threading
 from types import SimpleNamespace
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..context import Priority
@@ -222,14 +222,6 @@ def _retrieve_outcome(attempt: "asyncio.Future[Grant]") -> None:
         attempt.add_done_callback(consume)
 
 
-_factories: dict[str, Callable[[str], Backend]] = {}
-
-
-def register_backend(scheme: str, factory: Callable[[str], Backend]) -> None:
-    """Make ``scheme://`` URLs build backends with ``factory(url)``."""
-    _factories[scheme] = factory
-
-
 def redacted_url(url: str) -> str:
     """``url`` with its password replaced by ``***``, for messages and reports."""
     parts = urlsplit(url)
@@ -237,44 +229,3 @@ def redacted_url(url: str) -> str:
         return url
     host = parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
-
-
-def backend_from_url(url: str) -> Backend:
-    """Build a backend for ``url`` (``memory://``, ``redis://``, ``memcached://``, ``postgresql://``)."""
-    scheme = urlsplit(url).scheme
-    if scheme not in _factories:
-        _load_builtin(scheme)
-    try:
-        factory = _factories[scheme]
-    except KeyError:
-        raise ValueError(f"txnsafety: no lock backend for URL scheme {scheme!r} "
-                         f"(known: memory, redis, rediss, memcached, postgresql)") from None
-    return factory(url)
-
-
-_BUILTIN = ("memory", "redis", "rediss", "unix", "memcached", "memcache", "postgresql", "postgres")
-
-
-def known_scheme(url: str) -> bool:
-    """True when some backend handles ``url``'s scheme (without importing its client)."""
-    scheme = urlsplit(url).scheme
-    return scheme in _factories or scheme in _BUILTIN
-
-
-def _load_builtin(scheme: str) -> None:
-    # Imported lazily so that a missing client library only matters when used.
-    if scheme == "memory":
-        from .memory import MemoryBackend
-        register_backend("memory", MemoryBackend)
-    elif scheme in ("redis", "rediss", "unix"):
-        from .redis_backend import RedisBackend
-        for s in ("redis", "rediss", "unix"):
-            register_backend(s, RedisBackend)
-    elif scheme in ("memcached", "memcache"):
-        from .memcached_backend import MemcachedBackend
-        register_backend("memcached", MemcachedBackend)
-        register_backend("memcache", MemcachedBackend)
-    elif scheme in ("postgresql", "postgres"):
-        from .postgres_backend import PostgresBackend
-        register_backend("postgresql", PostgresBackend)
-        register_backend("postgres", PostgresBackend)

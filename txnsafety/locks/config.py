@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..context import Priority
-from .backend import Backend, backend_from_url, known_scheme, redacted_url
+from .backend import Backend, redacted_url
+from .registry import backend_from_url, known_scheme
 
 FAIL_CLOSED = "fail_closed"
 FAIL_OPEN = "fail_open"

@@ -12,7 +12,9 @@ killed with ``kill -9`` frees the lock at once.
   resets that timer.  The local deadline starts before the acquiring statement,
   so it is never later than the server's.
 * Fence: ``nextval()`` of one sequence (``txnsafety_lock_fence``), which is never
-  rolled back, so fences only grow -- per key, since they grow globally.
+  rolled back, so fences only grow -- per key, since they grow globally.  It is
+  created on first use under an advisory lock, so many processes starting at
+  once do not race on the catalog.
 * Scope (URL ``?scope=session`` default, or ``?scope=transaction``): in
   transaction scope the lock is ``pg_advisory_xact_lock`` inside a transaction
   that release commits; everything runs in that one transaction, so it is
@@ -55,6 +57,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _OURS = ("scope", "fence_sequence")
 _MAX_IDLE = 8
+#: advisory key (BLAKE2b of "txnsafety:setup", see key_hash) serializing the fence sequence's creation
+_SETUP_KEY = -5799163012311828546
 
 Step = Generator[tuple[str, tuple[Any, ...]], Any, Grant]
 
@@ -127,20 +131,48 @@ class PostgresBackend(Backend):
         self._seq_ready = False
 
     # -- connections ---------------------------------------------------------------------
-    def _setup_sql(self) -> str | None:
+    def _setup_steps(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """Statements that create the fence sequence, safely under concurrency.
+
+        ``CREATE SEQUENCE IF NOT EXISTS`` alone is not: sessions that all find it
+        missing all insert its catalog rows and all but one fail with a
+        UniqueViolation.  So the creation runs in a transaction under an advisory
+        lock of its own (the second creator waits, then finds it), and only when
+        ``to_regclass`` does not already see the sequence (no DDL, no lock, no
+        CREATE right needed once it exists).
+        """
         if self._seq_ready:
-            return None
-        return f"CREATE SEQUENCE IF NOT EXISTS {self.sequence}"
+            return []
+        return [("BEGIN", ()), ("SELECT pg_advisory_xact_lock(%s)", (_SETUP_KEY,)),
+                (f"CREATE SEQUENCE IF NOT EXISTS {self.sequence}", ()), ("COMMIT", ())]
+
+    def _ensure_sequence(self, conn: psycopg.Connection[Any]) -> None:
+        if self._seq_ready:
+            return
+        if conn.execute("SELECT to_regclass(%s) IS NULL", (self.sequence,)).fetchone()[0]:
+            for sql, params in self._setup_steps():
+                conn.execute(sql, params)
+        self._seq_ready = True
+
+    async def _aensure_sequence(self, conn: Any) -> None:
+        if self._seq_ready:
+            return
+        cur = await conn.execute("SELECT to_regclass(%s) IS NULL", (self.sequence,))
+        if (await cur.fetchone())[0]:
+            for sql, params in self._setup_steps():
+                await conn.execute(sql, params)
+        self._seq_ready = True
 
     def _get(self) -> psycopg.Connection[Any]:
         with self._mutex:
             if self._idle:
                 return self._idle.pop()
         conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
-        sql = self._setup_sql()
-        if sql:
-            conn.execute(sql)
-            self._seq_ready = True
+        try:
+            self._ensure_sequence(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _put(self, conn: psycopg.Connection[Any]) -> None:
@@ -159,10 +191,11 @@ class PostgresBackend(Backend):
         if pool:
             return pool.pop()
         conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True, connect_timeout=5)
-        sql = self._setup_sql()
-        if sql:
-            await conn.execute(sql)
-            self._seq_ready = True
+        try:
+            await self._aensure_sequence(conn)
+        except BaseException:
+            await conn.close()
+            raise
         return conn
 
     async def _aput(self, conn: Any) -> None:

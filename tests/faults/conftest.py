@@ -1,6 +1,7 @@
 """Fixtures of the fault suite: its own servers, a fault-injecting proxy."""
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -48,3 +49,8 @@ def make_proxy() -> Iterator:
 def _close_backends() -> Iterator[None]:
     yield
     close_backends()
+
+
+@pytest.fixture
+def key() -> str:
+    return f"fault-{uuid.uuid4().hex[:12]}"

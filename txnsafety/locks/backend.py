@@ -92,6 +92,14 @@ class Backend:
         """Owner description of the current holder, or None."""
         raise NotImplementedError
 
+    def lost_locally(self, lease: "Lease") -> bool:
+        """True when the client alone can tell the lock is gone (no network round trip).
+
+        For backends whose lock lives and dies with a connection (PostgreSQL
+        sessions); the others cannot know without asking and answer False.
+        """
+        return False
+
     def abandon(self, lease: "Lease") -> None:
         """Forget a lease without a network call (used by cleanups that cannot block)."""
 

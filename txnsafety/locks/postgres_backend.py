@@ -96,6 +96,18 @@ async def _readable(fd: int, timeout: float) -> bool:
         loop.remove_reader(fd)
 
 
+def _session_gone(conn: Any) -> bool:
+    """True when an idle connection's socket shows the server ended the session."""
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        if not readable:
+            return False
+        conn.pgconn.consume_input()
+        return conn.pgconn.status != psycopg.pq.ConnStatus.OK
+    except (psycopg.Error, OSError, ValueError):
+        return True
+
+
 def _channel(k: int) -> str:
     return f"txnsafety_lock_{k & 0xFFFFFFFFFFFFFFFF:016x}"
 
@@ -448,6 +460,28 @@ class PostgresBackend(Backend):
             return bool(row[0])
         except psycopg.Error:
             return False
+
+    def lost_locally(self, lease: "Lease") -> bool:
+        """Has the session holding ``lease`` ended?  No round trip: a look at its socket.
+
+        A lock-holding session is idle, so nothing should arrive on its socket.
+        When the connection is cut or the session killed, the server drops the
+        advisory lock at once, and the socket turns readable (the server's
+        goodbye, or end of file).  Reading what is there tells which.  A
+        connection busy in another thread (the renewer) is not looked at.
+        """
+        conn = lease.handle
+        if conn is None or conn.closed:
+            return True
+        lock = conn.lock
+        if isinstance(lock, asyncio.Lock):
+            return False if lock.locked() else _session_gone(conn)
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            return _session_gone(conn)
+        finally:
+            lock.release()
 
     def holder(self, backend_key: str) -> str | None:
         conn = self._get()

@@ -416,16 +416,18 @@ class PostgresBackend(Backend):
                 return True
             return False
         lease.handle = None
+        if _session_gone(conn):
+            conn.close()
+            return False  # the session ended before the release: the lock went with it
         try:
             if self.scope == "transaction":
                 conn.execute("COMMIT")
                 ok = True
             else:
                 ok = bool(conn.execute(self._RELEASE_SQL, self._release_params(lease)).fetchone()[0])
-        except psycopg.OperationalError:
-            conn.close()
-            return False  # the session ended: the server dropped the lock with it
         except psycopg.Error as exc:
+            # In doubt: the connection failed during the release.  Closing it ends
+            # the session, which releases the lock if the statement did not.
             conn.close()
             raise BackendUnavailable(lease.key, self.name, exc) from exc
         self._put(conn)
@@ -590,6 +592,9 @@ class PostgresBackend(Backend):
         if conn is None:
             return False
         lease.handle = None
+        if _session_gone(conn):
+            await conn.close()
+            return False
         try:
             if self.scope == "transaction":
                 await conn.execute("COMMIT")
@@ -597,9 +602,6 @@ class PostgresBackend(Backend):
             else:
                 cur = await conn.execute(self._RELEASE_SQL, self._release_params(lease))
                 ok = bool((await cur.fetchone())[0])
-        except psycopg.OperationalError:
-            await conn.close()
-            return False
         except psycopg.Error as exc:
             await conn.close()
             raise BackendUnavailable(lease.key, self.name, exc) from exc

@@ -25,6 +25,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.retry
+import redis.retry
+from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError
 
 from ..context import Priority
@@ -82,7 +85,7 @@ class RedisBackend(Backend):
         self.claim_ms = int(float(ours.get("claim", "1.0")) * 1000)
         # a waiter that has not refreshed its queue entry for this long is dead
         self.alive_ms = int((self.recheck * 2 + 2) * 1000)
-        self.client = client or redis.Redis.from_url(self._redis_url)
+        self.client = client or redis.Redis.from_url(self._redis_url, **self._client_options(redis.retry))
         # this backend's constants are baked into the script text (fewer ARGV per call)
         self._scripts = tuple(lua.render(text, self.alive_ms, self.claim_ms)
                               for text in (lua.ACQUIRE, lua.RELEASE, lua.EXTEND, lua.CANCEL))
@@ -94,6 +97,16 @@ class RedisBackend(Backend):
         # by the client's own encoder so the bytes are exactly what it would have sent
         self._encode = self.client.get_encoder().encode
         self._wirecache: dict[str, tuple[bytes, ...]] = {}
+
+    def _client_options(self, retry_module: Any) -> dict[str, Any]:
+        """Bounded timeouts and no automatic retries (redis-py's defaults may change).
+
+        A retried release whose first reply was lost finds the lock already gone
+        and would look like a lost lease (a stomp); a retried acquire could hold
+        the lock past its caller's timeout.  The lock service decides instead:
+        an error is reported at once, a release in doubt as in doubt.
+        """
+        return {"retry": retry_module.Retry(NoBackoff(), 0), "retry_on_timeout": False}
 
     # -- key naming ------------------------------------------------------------------
     def keys_for(self, backend_key: str) -> tuple[list[str], str]:
@@ -130,7 +143,7 @@ class RedisBackend(Backend):
         loop = asyncio.get_running_loop()
         entry = self._async.get(loop)
         if entry is None:
-            client = redis.asyncio.Redis.from_url(self._redis_url)
+            client = redis.asyncio.Redis.from_url(self._redis_url, **self._client_options(redis.asyncio.retry))
             entry = (client, *(client.register_script(text) for text in self._scripts))
             self._async[loop] = entry
         return entry

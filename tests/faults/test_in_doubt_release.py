@@ -1,0 +1,53 @@
+"""A release whose reply is lost is in doubt, not a stomp.
+
+The server ran the release (or, for PostgreSQL, the session ended with the
+connection, which releases too); only the reply never arrived.  The section's
+work was done while the lease was held, so nothing may be raised that makes a
+caller redo it: the release is reported as in doubt, with no TXN104.
+"""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tests.faults.conftest import through
+from txnsafety.locks import get_backend, global_lock
+from txnsafety.report import add_listener, remove_listener
+
+
+def _release_request(kind: str, backend, key: str):  # noqa: ANN001, ANN202
+    if kind == "redis":
+        sha = backend._s_release.sha.encode()
+        return lambda data: sha in data
+    if kind == "memcached":
+        md = f"md {backend.safe_key(key)} C".encode()
+        return lambda data: md in data
+    if kind == "postgresql":
+        return lambda data: b"pg_advisory_unlock(" in data and b"pg_notify" in data
+    return lambda data: b"COMMIT" in data
+
+
+def test_lost_release_reply_is_reported_in_doubt_not_raised(shared, key: str,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    kind, url, proxy = shared
+    proxied = get_backend(through(proxy, url))
+    violations: list = []
+    add_listener(violations.append)
+    work: list[str] = []
+    try:
+        with caplog.at_level(logging.WARNING, logger="txnsafety.locks"):
+            with global_lock(key, backend=proxied, lease=30) as lease:
+                proxy.lose_reply(_release_request(kind, proxied, key))
+                lease.ensure_held()
+                work.append("committed")
+    finally:
+        remove_listener(violations.append)
+    assert proxy.faulted.is_set(), "the release's reply was never lost"
+    assert work == ["committed"]
+    assert [v.code.value for v in violations] == []
+    doubt = [r.getMessage() for r in caplog.records if "in doubt" in r.getMessage()]
+    assert doubt and "work is done" in doubt[0], [r.getMessage() for r in caplog.records]
+    # the release did happen: the lock is free now
+    with global_lock(key, backend=url, lease=5, wait_timeout=5):
+        pass

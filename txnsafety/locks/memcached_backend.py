@@ -122,6 +122,7 @@ class MemcachedBackend(Backend):
         self._all: list[_Conn] = []
         self._mutex = threading.Lock()
         self._waiting: dict[str, int] = {}
+        self._givers: list[threading.Thread] = []
 
     # -- keys -------------------------------------------------------------------------
     def safe_key(self, backend_key: str) -> str:
@@ -241,8 +242,15 @@ class MemcachedBackend(Backend):
             if registered:
                 self._count(req.backend_key, -1)
             if in_doubt:
-                # raising with the add's outcome unsettled: give back what we may have won
-                self._abandon(mkey, data)
+                # Raising with the add's outcome unsettled: give back what we may have
+                # won, from a thread of its own -- against a stalled server that costs
+                # another socket timeout, which the caller must not wait out.
+                self._drop()  # the failed connection may still carry unread replies
+                giver = threading.Thread(target=self._abandon, args=(mkey, data),
+                                         name="txnsafety-give-back")
+                with self._mutex:
+                    self._givers = [t for t in self._givers if t.is_alive()] + [giver]
+                giver.start()
             elif counted and conn is not None:
                 # Bookkeeping only (the counter forgets us after MARKER_TTL anyway): no
                 # failure here may replace the call's outcome, above all a won lock's Grant.
@@ -254,6 +262,13 @@ class MemcachedBackend(Backend):
                                 "lock %r: %r", self.name, req.key, exc)
                     self._drop()
 
+    def join_give_backs(self, timeout: float | None = None) -> None:
+        """Wait for the give-backs of failed acquires started so far (tests, shutdown)."""
+        with self._mutex:
+            givers = list(self._givers)
+        for giver in givers:
+            giver.join(timeout)
+
     def _abandon(self, mkey: str, data: bytes) -> None:
         """Best-effort delete of the lock item a failing ``acquire`` may have added.
 
@@ -263,7 +278,6 @@ class MemcachedBackend(Backend):
         and ``md`` with the CAS just read deletes it only if nobody wrote it since.
         A failure here is logged: the TTL is then the last resort.
         """
-        self._drop()  # the failed connection may still carry unread replies
         try:
             conn = self._conn()
             head, current = self._get(conn, mkey)
@@ -273,7 +287,8 @@ class MemcachedBackend(Backend):
         except Exception as exc:
             log.warning("txnsafety: memcached %s: could not give back %s after a failed acquire "
                         "(it ends with its TTL): %r", self.name, mkey, exc)
-            self._drop()
+        finally:
+            self._drop()  # this thread's connection
 
     def _count(self, bk: str, delta: int) -> None:
         with self._mutex:

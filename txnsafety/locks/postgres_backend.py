@@ -32,12 +32,15 @@ killed with ``kill -9`` frees the lock at once.
   lease's connection is private to it.
 
 URL query options (removed from the connection string): ``scope``,
-``fence_sequence``.
+``fence_sequence``, ``timeout`` (seconds, default 5: the connect timeout, at
+least 2 as in libpq, and the client-side deadline of each call beyond its lock
+wait -- a :mod:`~txnsafety.locks.watchdog` shuts a stalled connection down).
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import select
 import threading
 import time
@@ -51,11 +54,12 @@ from psycopg import errors as pg_errors
 from ..context import Priority
 from .backend import AcquireRequest, Backend, Grant
 from .errors import BackendUnavailable, LockTimeout
+from .watchdog import WATCHDOG
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
-_OURS = ("scope", "fence_sequence")
+_OURS = ("scope", "fence_sequence", "timeout")
 _MAX_IDLE = 8
 #: advisory key (BLAKE2b of "txnsafety:setup", see key_hash) serializing the fence sequence's creation
 _SETUP_KEY = -5799163012311828546
@@ -96,6 +100,11 @@ async def _readable(fd: int, timeout: float) -> bool:
         loop.remove_reader(fd)
 
 
+def _connect_timeout(seconds: float) -> int:
+    """libpq's connect_timeout: whole seconds, at least 2 (libpq's own floor)."""
+    return max(2, math.ceil(seconds))
+
+
 def _session_gone(conn: Any) -> bool:
     """True when an idle connection's socket shows the server ended the session."""
     try:
@@ -133,6 +142,10 @@ class PostgresBackend(Backend):
         self.scope = ours.get("scope", "session")
         if self.scope not in ("session", "transaction"):
             raise ValueError("txnsafety: postgresql lock scope must be 'session' or 'transaction'")
+        # connect and socket timeout: what one call to a stalled server may cost
+        self.timeout = float(ours.get("timeout", "5"))
+        if self.timeout <= 0:
+            raise ValueError("txnsafety: postgresql timeout must be positive")
         self.sequence = ours.get("fence_sequence", "txnsafety_lock_fence")
         if not self.sequence.replace("_", "").replace(".", "").isalnum():
             raise ValueError("txnsafety: fence_sequence must be a plain identifier")
@@ -175,13 +188,28 @@ class PostgresBackend(Backend):
                 await conn.execute(sql, params)
         self._seq_ready = True
 
+    def _guard(self, conn: Any, deadline: float | None = None) -> Any:
+        """The watchdog over one operation on ``conn`` (default: one socket timeout)."""
+        return WATCHDOG.guard(conn, deadline if deadline is not None else time.monotonic() + self.timeout)
+
+    def _pop_idle(self, pool: list[Any]) -> Any:
+        """A pooled connection whose session is still there (a cut one is dropped)."""
+        while pool:
+            conn = pool.pop()
+            if not _session_gone(conn):
+                return conn
+            conn.pgconn.finish()
+        return None
+
     def _get(self) -> psycopg.Connection[Any]:
         with self._mutex:
-            if self._idle:
-                return self._idle.pop()
-        conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
+            conn = self._pop_idle(self._idle)
+        if conn is not None:
+            return conn
+        conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=_connect_timeout(self.timeout))
         try:
-            self._ensure_sequence(conn)
+            with self._guard(conn):
+                self._ensure_sequence(conn)
         except BaseException:
             conn.close()
             raise
@@ -199,12 +227,14 @@ class PostgresBackend(Backend):
 
     async def _aget(self) -> Any:
         loop = asyncio.get_running_loop()
-        pool = self._aidle.setdefault(loop, [])
-        if pool:
-            return pool.pop()
-        conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True, connect_timeout=5)
+        conn = self._pop_idle(self._aidle.setdefault(loop, []))
+        if conn is not None:
+            return conn
+        conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True,
+                                                     connect_timeout=_connect_timeout(self.timeout))
         try:
-            await self._aensure_sequence(conn)
+            with self._guard(conn):
+                await self._aensure_sequence(conn)
         except BaseException:
             await conn.close()
             raise
@@ -336,10 +366,16 @@ class PostgresBackend(Backend):
 
     # -- blocking -------------------------------------------------------------------------
     def acquire(self, req: AcquireRequest) -> Grant:
+        # the whole attempt: its wait plus one socket timeout, however the server stalls
+        deadline = time.monotonic() + max(req.wait_timeout, 0.0) + self.timeout
         try:
             conn = self._get()
         except psycopg.Error as exc:
             raise BackendUnavailable(req.key, self.name, exc) from exc
+        with self._guard(conn, deadline):
+            return self._acquire_on(conn, req)
+
+    def _acquire_on(self, conn: psycopg.Connection[Any], req: AcquireRequest) -> Grant:
         gen = self._steps(req)
         flag = _Flag()
         to_send: Any = None
@@ -420,11 +456,12 @@ class PostgresBackend(Backend):
             conn.close()
             return False  # the session ended before the release: the lock went with it
         try:
-            if self.scope == "transaction":
-                conn.execute("COMMIT")
-                ok = True
-            else:
-                ok = bool(conn.execute(self._RELEASE_SQL, self._release_params(lease)).fetchone()[0])
+            with self._guard(conn):
+                if self.scope == "transaction":
+                    conn.execute("COMMIT")
+                    ok = True
+                else:
+                    ok = bool(conn.execute(self._RELEASE_SQL, self._release_params(lease)).fetchone()[0])
         except psycopg.Error as exc:
             # In doubt: the connection failed during the release.  Closing it ends
             # the session, which releases the lock if the statement did not.
@@ -432,6 +469,9 @@ class PostgresBackend(Backend):
             raise BackendUnavailable(lease.key, self.name, exc) from exc
         self._put(conn)
         return ok
+
+    _HELD_SQL = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                 "AND pid = pg_backend_pid() AND classid = %s AND objid = %s AND objsubid = 1")
 
     def _extend_sql(self) -> str:
         local = "true" if self.scope == "transaction" else "false"
@@ -445,8 +485,9 @@ class PostgresBackend(Backend):
         if not isinstance(conn, psycopg.Connection):
             return False
         try:
-            row = conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
-                                                    *_split(key_hash(lease.backend_key)))).fetchone()
+            with self._guard(conn):
+                row = conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
+                                                        *_split(key_hash(lease.backend_key)))).fetchone()
             return bool(row[1])
         except psycopg.Error:
             return False
@@ -456,9 +497,8 @@ class PostgresBackend(Backend):
         if not isinstance(conn, psycopg.Connection):
             return False
         try:
-            row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                               "AND pid = pg_backend_pid() AND classid = %s AND objid = %s AND objsubid = 1",
-                               _split(key_hash(lease.backend_key))).fetchone()
+            with self._guard(conn):
+                row = conn.execute(self._HELD_SQL, _split(key_hash(lease.backend_key))).fetchone()
             return bool(row[0])
         except psycopg.Error:
             return False
@@ -524,10 +564,15 @@ class PostgresBackend(Backend):
 
     # -- async ------------------------------------------------------------------------
     async def aacquire(self, req: AcquireRequest) -> Grant:
+        deadline = time.monotonic() + max(req.wait_timeout, 0.0) + self.timeout
         try:
             conn = await self._aget()
         except psycopg.Error as exc:
             raise BackendUnavailable(req.key, self.name, exc) from exc
+        with self._guard(conn, deadline):
+            return await self._aacquire_on(conn, req)
+
+    async def _aacquire_on(self, conn: Any, req: AcquireRequest) -> Grant:
         gen = self._steps(req)
         flag = _Flag()
         to_send: Any = None
@@ -596,12 +641,13 @@ class PostgresBackend(Backend):
             await conn.close()
             return False
         try:
-            if self.scope == "transaction":
-                await conn.execute("COMMIT")
-                ok = True
-            else:
-                cur = await conn.execute(self._RELEASE_SQL, self._release_params(lease))
-                ok = bool((await cur.fetchone())[0])
+            with self._guard(conn):
+                if self.scope == "transaction":
+                    await conn.execute("COMMIT")
+                    ok = True
+                else:
+                    cur = await conn.execute(self._RELEASE_SQL, self._release_params(lease))
+                    ok = bool((await cur.fetchone())[0])
         except psycopg.Error as exc:
             await conn.close()
             raise BackendUnavailable(lease.key, self.name, exc) from exc
@@ -615,9 +661,10 @@ class PostgresBackend(Backend):
         if conn is None:
             return False
         try:
-            cur = await conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
-                                                          *_split(key_hash(lease.backend_key))))
-            return bool((await cur.fetchone())[1])
+            with self._guard(conn):
+                cur = await conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
+                                                              *_split(key_hash(lease.backend_key))))
+                return bool((await cur.fetchone())[1])
         except psycopg.Error:
             return False
 
@@ -628,9 +675,8 @@ class PostgresBackend(Backend):
         if conn is None:
             return False
         try:
-            cur = await conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                                     "AND pid = pg_backend_pid() AND classid = %s AND objid = %s "
-                                     "AND objsubid = 1", _split(key_hash(lease.backend_key)))
-            return bool((await cur.fetchone())[0])
+            with self._guard(conn):
+                cur = await conn.execute(self._HELD_SQL, _split(key_hash(lease.backend_key)))
+                return bool((await cur.fetchone())[0])
         except psycopg.Error:
             return False

@@ -12,7 +12,8 @@ releasing.  No KEYS/SCAN anywhere; all keys of one lock share a hash tag.
 URL query options (removed before the URL reaches redis-py): ``prefix``
 (default ``txnsafety``), ``recheck`` (seconds, default 1.0), ``claim`` (seconds a
 waiter handed the lock has to claim it, default 1.0: a waiter killed while queued
-delays the others by at most this plus ``recheck``).
+delays the others by at most this plus ``recheck``), ``timeout`` (connect and
+socket timeout in seconds, default 5: what one call to a stalled server costs).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from .errors import BackendUnavailable, LockTimeout
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
-_OURS = ("prefix", "recheck", "claim")
+_OURS = ("prefix", "recheck", "claim", "timeout")
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -81,6 +82,10 @@ class RedisBackend(Backend):
         self._redis_url, ours = _split_url(url)
         self.prefix = ours.get("prefix", "txnsafety")
         self.recheck = float(ours.get("recheck", "1.0"))
+        # connect and socket timeout: a stalled server costs at most this per call
+        self.timeout = float(ours.get("timeout", "5"))
+        if self.timeout <= 0:
+            raise ValueError("txnsafety: redis timeout must be positive")
         # how long a waiter handed the lock has to claim it (a dead waiter costs this much)
         self.claim_ms = int(float(ours.get("claim", "1.0")) * 1000)
         # a waiter that has not refreshed its queue entry for this long is dead
@@ -106,7 +111,8 @@ class RedisBackend(Backend):
         the lock past its caller's timeout.  The lock service decides instead:
         an error is reported at once, a release in doubt as in doubt.
         """
-        return {"retry": retry_module.Retry(NoBackoff(), 0), "retry_on_timeout": False}
+        return {"retry": retry_module.Retry(NoBackoff(), 0), "retry_on_timeout": False,
+                "socket_timeout": self.timeout, "socket_connect_timeout": self.timeout}
 
     # -- key naming ------------------------------------------------------------------
     def keys_for(self, backend_key: str) -> tuple[list[str], str]:
@@ -172,7 +178,8 @@ class RedisBackend(Backend):
             return await script(keys=keys, args=args)
 
     def _pause(self, until: float, pttl: int) -> float:
-        pause = min(until - time.monotonic(), self.recheck)
+        # a BLPOP must answer well within the socket timeout, or it reads as a stall
+        pause = min(until - time.monotonic(), self.recheck, self.timeout / 2)
         if pttl > 0:
             pause = min(pause, pttl / 1000.0 + 0.002)
         return max(pause, 0.001)

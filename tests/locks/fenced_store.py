@@ -10,7 +10,7 @@ transactions.  It remembers the highest fence it has seen and refuses a lower on
   docs/locks.md): a holder that claimed before reading makes every older
   holder's later write fail.
 
-``log`` keeps every accepted write (fence, operation id) so a judge can count lost,
+``log`` keeps every accepted write (fence, operation id, value) so a judge can count lost,
 duplicated and unfenced writes afterwards.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class FencedStore:
             if fence < state["fence"]:
                 return False
             state["fence"], state["value"] = fence, value
-            state["log"].append([fence, op])
+            state["log"].append([fence, op, value])
             return True
         return self._step(step)
 

@@ -39,6 +39,7 @@ from typing import Any, Callable
 from tests.faults.proxy import FaultProxy
 from tests.faults.servers import OwnServer
 from tests.locks.fenced_store import FencedStore
+from txnsafety.locks import backend_from_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,6 +51,7 @@ class Target:
     name: str
     url: str                      # through the proxy
     proxy: FaultProxy
+    direct_url: str               # around the proxy: for the nemesis' own look-ups
     key: str = field(default_factory=lambda: f"jepsen-{os.getpid()}-{time.monotonic_ns()}")
     server: OwnServer | None = None               # ours: can be restarted
     #: drop the lock's item as an eviction would (given the key)
@@ -91,7 +93,7 @@ class Outcome:
 
 class Run:
     def __init__(self, target: Target, workdir: Path, *, clients: int = 5, lease: float = 1.0,
-                 wait: float = 3.0, duration: float = 12.0) -> None:
+                 wait: float = 3.0, duration: float = 10.0) -> None:
         self.target, self.workdir = target, workdir
         self.clients, self.lease, self.wait, self.duration = clients, lease, wait, duration
         self.key = target.key
@@ -119,6 +121,7 @@ class Run:
         faults: list[tuple[str, Callable[[], None]]] = [
             ("kill -9 client", self._kill_client),
             ("SIGSTOP client past its lease", self._pause_client),
+            ("SIGSTOP the holder past its lease", self._pause_holder),
             ("connection cut", t.proxy.cut),
             ("stall past the socket timeout", self._stall),
             ("lost reply", lambda: t.proxy.lose_reply(lambda data: True)),
@@ -148,27 +151,54 @@ class Run:
             time.sleep(self.lease + 1.5)     # past the lease (memcached: past its whole-second TTL)
             os.kill(victim[1].pid, signal.SIGCONT)
 
+    def _pause_holder(self) -> None:
+        """Stop whoever holds the lock now -- most likely between its check and its
+        write -- and wake it up when the next holder has the lock, so that its late
+        write lands while the next holder computes from what it read."""
+        backend = backend_from_url(self.target.direct_url)
+        try:
+            pid = _pid_of(backend.holder(self.key))
+            if not pid or not any(p.pid == pid and p.poll() is None for p in self.procs.values()):
+                return
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(self.lease)
+                until = time.monotonic() + 3.0      # memcached: up to its whole-second TTL more
+                while time.monotonic() < until and _pid_of(backend.holder(self.key)) in (0, pid):
+                    time.sleep(0.001)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+        finally:
+            backend.close()
+
     def _stall(self) -> None:
         self.target.proxy.stall()
         time.sleep(2.5)                        # past every backend's socket timeout here
         self.target.proxy.resume()
 
-    def _nemesis(self, stop: threading.Event) -> None:
-        for name, fault in itertools.cycle(self._faults()):
-            if stop.wait(0.7):
+    def fault_names(self) -> set[str]:
+        return {name for name, _ in self._faults()}
+
+    def _nemesis(self, stop: threading.Event, cycled: threading.Event) -> None:
+        faults = self._faults()
+        for i, (name, fault) in enumerate(itertools.cycle(faults), 1):
+            if stop.wait(0.5):
                 return
             fault()
             self.outcome.faults[name] += 1
+            if i == len(faults):
+                cycled.set()
 
     # -- the run -----------------------------------------------------------------------
     def run(self) -> Outcome:
         FencedStore(str(self.store_path)).write(0, 0, None)
         for _ in range(self.clients):
             self._spawn()
-        stop = threading.Event()
-        nemesis = threading.Thread(target=self._nemesis, args=(stop,), daemon=True)
+        stop, cycled = threading.Event(), threading.Event()
+        nemesis = threading.Thread(target=self._nemesis, args=(stop, cycled), daemon=True)
         nemesis.start()
         time.sleep(self.duration)
+        cycled.wait(60)                       # every fault at least once
         stop.set()
         nemesis.join(30)
         self.target.proxy.resume()
@@ -203,6 +233,11 @@ class Run:
         out.grants = len(grants)
         out.fences_backwards = _backwards(grants)
         return out
+
+
+def _pid_of(owner: str | None) -> int:
+    """The pid in an owner label ("request … on host pid 123"), or 0."""
+    return int(owner.rpartition(" pid ")[2]) if owner and " pid " in owner else 0
 
 
 def _backwards(grants: list[tuple[float, float, int]]) -> int:

@@ -25,6 +25,10 @@ from txnsafety.locks import FenceRejected, LockError, backend_from_url, global_l
 from txnsafety.report import StompingError
 
 
+#: seconds between ensure_held() and the write: where a pause does the most harm
+THINK = 0.005
+
+
 class History:
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -55,6 +59,7 @@ def main() -> None:
                     if not ok:
                         raise FenceRejected(store_path, lease.fence, "claim")
                     lease.ensure_held()
+                    time.sleep(THINK)          # the application computes the new value
                     written = store.write(lease.fence, (value or 0) + 1, op)
                     record(t="write", op=op, fence=lease.fence, ok=written)
                     if not written:

@@ -51,3 +51,30 @@ def test_lost_release_reply_is_reported_in_doubt_not_raised(shared, key: str,
     # the release did happen: the lock is free now
     with global_lock(key, backend=url, lease=5, wait_timeout=5):
         pass
+
+
+@pytest.mark.parametrize("kind", ["redis", "memcached"])
+def test_lost_acquire_reply_gives_the_lock_back(kind: str, request: pytest.FixtureRequest, make_proxy,
+                                                key: str) -> None:  # noqa: ANN001
+    """The acquire ran and granted the lock, its reply was lost: the caller gets an
+    error, and the lock must not stay taken by nobody until its lease ends."""
+    from urllib.parse import urlsplit
+
+    from txnsafety.locks import BackendUnavailable
+    base = request.getfixturevalue(f"{kind}_url")
+    url = f"{base}{'&' if '?' in base else '?'}prefix=f{key}"
+    parts = urlsplit(url)
+    proxy = make_proxy(parts.hostname, parts.port)
+    proxied = get_backend(through(proxy, url))
+    if kind == "redis":
+        sha = proxied._s_acquire.sha.encode()
+        proxy.lose_reply(lambda data: sha in data)
+    else:
+        proxy.lose_reply(lambda data: b" ME " in data)
+    with pytest.raises(BackendUnavailable):
+        with global_lock(key, backend=proxied, lease=60, wait_timeout=0):
+            pass
+    assert proxy.faulted.is_set()
+    proxied.join_give_backs(10)
+    with global_lock(key, backend=url, lease=5, wait_timeout=0):   # free at once, not in 60 s
+        pass

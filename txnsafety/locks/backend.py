@@ -17,7 +17,7 @@ import logging
 import threading
 from types import SimpleNamespace
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from ..context import Priority
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
 log = logging.getLogger("txnsafety.locks")
+_givers_mutex = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -99,6 +100,24 @@ class Backend:
         sessions); the others cannot know without asking and answer False.
         """
         return False
+
+    def _give_back_later(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` -- giving back a lock a failed acquire may have won -- in a
+        thread of its own: against a stalled server it costs another timeout, which
+        the failed acquire must not add to its caller's wait.  Not a daemon: a
+        process that exits right after still gives the lock back."""
+        giver = threading.Thread(target=fn, args=args, name="txnsafety-give-back")
+        with _givers_mutex:
+            givers = self.__dict__.setdefault("_givers", [])
+            givers[:] = [t for t in givers if t.is_alive()] + [giver]
+        giver.start()
+
+    def join_give_backs(self, timeout: float | None = None) -> None:
+        """Wait for the give-backs of failed acquires started so far (tests, shutdown)."""
+        with _givers_mutex:
+            givers = list(self.__dict__.get("_givers", ()))
+        for giver in givers:
+            giver.join(timeout)
 
     def abandon(self, lease: "Lease") -> None:
         """Forget a lease without a network call (used by cleanups that cannot block)."""

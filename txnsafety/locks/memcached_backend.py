@@ -122,7 +122,6 @@ class MemcachedBackend(Backend):
         self._all: list[_Conn] = []
         self._mutex = threading.Lock()
         self._waiting: dict[str, int] = {}
-        self._givers: list[threading.Thread] = []
 
     # -- keys -------------------------------------------------------------------------
     def safe_key(self, backend_key: str) -> str:
@@ -246,11 +245,7 @@ class MemcachedBackend(Backend):
                 # won, from a thread of its own -- against a stalled server that costs
                 # another socket timeout, which the caller must not wait out.
                 self._drop()  # the failed connection may still carry unread replies
-                giver = threading.Thread(target=self._abandon, args=(mkey, data),
-                                         name="txnsafety-give-back")
-                with self._mutex:
-                    self._givers = [t for t in self._givers if t.is_alive()] + [giver]
-                giver.start()
+                self._give_back_later(self._abandon, mkey, data)
             elif counted and conn is not None:
                 # Bookkeeping only (the counter forgets us after MARKER_TTL anyway): no
                 # failure here may replace the call's outcome, above all a won lock's Grant.
@@ -261,13 +256,6 @@ class MemcachedBackend(Backend):
                     log.warning("txnsafety: memcached %s: could not uncount an interactive waiter of "
                                 "lock %r: %r", self.name, req.key, exc)
                     self._drop()
-
-    def join_give_backs(self, timeout: float | None = None) -> None:
-        """Wait for the give-backs of failed acquires started so far (tests, shutdown)."""
-        with self._mutex:
-            givers = list(self._givers)
-        for giver in givers:
-            giver.join(timeout)
 
     def _abandon(self, mkey: str, data: bytes) -> None:
         """Best-effort delete of the lock item a failing ``acquire`` may have added.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
 _OURS = ("prefix", "recheck", "claim", "timeout")
+log = logging.getLogger("txnsafety.locks")
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -216,7 +218,18 @@ class RedisBackend(Backend):
                 if isinstance(res, int):  # the fence: granted
                     return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
         except redis.RedisError as exc:
+            self._give_back_later(self._give_back, req.key, keys, args)
             raise self._unavailable(req.key, exc) from exc
+
+    def _give_back(self, key: str, keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> None:
+        """After a failed acquire: leave the queue, and release the lock if a script
+        whose reply was lost had granted it to this token (compare-and-delete)."""
+        try:
+            if isinstance(self._run(self._s_cancel, keys, (args[0], args[2])), int):
+                self._run(self._s_release, keys, (args[0],))
+        except Exception as exc:  # a thread of its own: nothing may escape (the client may be closed)
+            log.info("txnsafety: could not give back lock %r after a failed acquire "
+                     "(it ends with its lease): %r", key, exc)
 
     def release(self, lease: "Lease") -> bool:
         keys = self._wire(lease.backend_key)
@@ -295,6 +308,7 @@ class RedisBackend(Backend):
                     self._s_release(keys=keys, args=(args[0],))
                 raise
         except redis.RedisError as exc:
+            self._give_back_later(self._give_back, req.key, keys, args)
             raise self._unavailable(req.key, exc) from exc
 
     async def arelease(self, lease: "Lease") -> bool:

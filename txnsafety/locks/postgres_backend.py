@@ -39,8 +39,6 @@ wait -- a :mod:`~txnsafety.locks.watchdog` shuts a stalled connection down).
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import math
 import select
 import threading
 import time
@@ -54,80 +52,18 @@ from psycopg import errors as pg_errors
 from ..context import Priority
 from .backend import AcquireRequest, Backend, Grant
 from .errors import BackendUnavailable, LockTimeout
+from .postgres_async import AsyncPostgres
+from .postgres_sql import (_MAX_IDLE, _OURS, _SETUP_KEY, Step, _channel, _connect_timeout, _Flag, _session_gone,
+                           _split, key_hash)
 from .watchdog import WATCHDOG
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
-_OURS = ("scope", "fence_sequence", "timeout")
-_MAX_IDLE = 8
-#: advisory key (BLAKE2b of "txnsafety:setup", see key_hash) serializing the fence sequence's creation
-_SETUP_KEY = -5799163012311828546
-
-Step = Generator[tuple[str, tuple[Any, ...]], Any, Grant]
+__all__ = ["PostgresBackend", "key_hash"]
 
 
-def key_hash(key: str) -> int:
-    """Stable signed 64-bit advisory-lock key for ``key``."""
-    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-class _Flag:
-    """Notify handler: remembers that a NOTIFY arrived while a query ran."""
-
-    def __init__(self) -> None:
-        self.seen = False
-
-    def __call__(self, notify: Any) -> None:
-        self.seen = True
-
-    def take(self) -> bool:
-        seen, self.seen = self.seen, False
-        return seen
-
-
-async def _readable(fd: int, timeout: float) -> bool:
-    """Wait until ``fd`` is readable (True) or ``timeout`` passes (False)."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[bool] = loop.create_future()
-    loop.add_reader(fd, lambda: fut.done() or fut.set_result(True))
-    try:
-        return await asyncio.wait_for(fut, timeout)
-    except asyncio.TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fd)
-
-
-def _connect_timeout(seconds: float) -> int:
-    """libpq's connect_timeout: whole seconds, at least 2 (libpq's own floor)."""
-    return max(2, math.ceil(seconds))
-
-
-def _session_gone(conn: Any) -> bool:
-    """True when an idle connection's socket shows the server ended the session."""
-    try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-        if not readable:
-            return False
-        conn.pgconn.consume_input()
-        return conn.pgconn.status != psycopg.pq.ConnStatus.OK
-    except (psycopg.Error, OSError, ValueError):
-        return True
-
-
-def _channel(k: int) -> str:
-    return f"txnsafety_lock_{k & 0xFFFFFFFFFFFFFFFF:016x}"
-
-
-def _split(k: int) -> tuple[int, int]:
-    """(classid, objid) as pg_locks shows a bigint advisory key."""
-    u = k & 0xFFFFFFFFFFFFFFFF
-    return u >> 32, u & 0xFFFFFFFF
-
-
-class PostgresBackend(Backend):
+class PostgresBackend(AsyncPostgres, Backend):
     """See the module docstring."""
 
     scheme = "postgresql"
@@ -179,15 +115,6 @@ class PostgresBackend(Backend):
                 conn.execute(sql, params)
         self._seq_ready = True
 
-    async def _aensure_sequence(self, conn: Any) -> None:
-        if self._seq_ready:
-            return
-        cur = await conn.execute("SELECT to_regclass(%s) IS NULL", (self.sequence,))
-        if (await cur.fetchone())[0]:
-            for sql, params in self._setup_steps():
-                await conn.execute(sql, params)
-        self._seq_ready = True
-
     def _guard(self, conn: Any, deadline: float | None = None) -> Any:
         """The watchdog over one operation on ``conn`` (default: one socket timeout)."""
         return WATCHDOG.guard(conn, deadline if deadline is not None else time.monotonic() + self.timeout)
@@ -224,31 +151,6 @@ class PostgresBackend(Backend):
                 self._idle.append(conn)
                 return
         conn.close()
-
-    async def _aget(self) -> Any:
-        loop = asyncio.get_running_loop()
-        conn = self._pop_idle(self._aidle.setdefault(loop, []))
-        if conn is not None:
-            return conn
-        conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True,
-                                                     connect_timeout=_connect_timeout(self.timeout))
-        try:
-            with self._guard(conn):
-                await self._aensure_sequence(conn)
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
-
-    async def _aput(self, conn: Any) -> None:
-        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            await conn.close()
-            return
-        pool = self._aidle.setdefault(asyncio.get_running_loop(), [])
-        if len(pool) < _MAX_IDLE:
-            pool.append(conn)
-        else:
-            await conn.close()
 
     # -- the acquisition protocol, shared by sync and async drivers ---------------------
     def _steps(self, req: AcquireRequest) -> Step:
@@ -563,120 +465,3 @@ class PostgresBackend(Backend):
             conn.close()
 
     # -- async ------------------------------------------------------------------------
-    async def aacquire(self, req: AcquireRequest) -> Grant:
-        deadline = time.monotonic() + max(req.wait_timeout, 0.0) + self.timeout
-        try:
-            conn = await self._aget()
-        except psycopg.Error as exc:
-            raise BackendUnavailable(req.key, self.name, exc) from exc
-        with self._guard(conn, deadline):
-            return await self._aacquire_on(conn, req)
-
-    async def _aacquire_on(self, conn: Any, req: AcquireRequest) -> Grant:
-        gen = self._steps(req)
-        flag = _Flag()
-        to_send: Any = None
-        error: BaseException | None = None
-        try:
-            while True:
-                try:
-                    sql, params = gen.send(to_send) if error is None else gen.throw(error)
-                except StopIteration as stop:
-                    grant: Grant = stop.value
-                    grant.handle = conn
-                    return grant
-                error = None
-                try:
-                    if sql == "HOLDER":
-                        cur = await conn.execute(*self._holder_sql(params[0]))
-                        row = await cur.fetchone()
-                        to_send = row[0] if row else None
-                    elif sql == "ARM":
-                        flag = _Flag()
-                        conn.add_notify_handler(flag)
-                    elif sql == "DISARM":
-                        conn.remove_notify_handler(flag)
-                    elif sql == "WAIT":
-                        if not flag.take():
-                            if await _readable(conn.fileno(), params[0]):
-                                await conn.execute("SELECT 1")
-                            flag.take()
-                    else:
-                        cur = await conn.execute(sql, params)
-                        to_send = await cur.fetchone() if cur.description else None
-                except pg_errors.LockNotAvailable as exc:
-                    error = exc
-        except LockTimeout:
-            await self._areset(conn)
-            raise
-        except psycopg.Error as exc:
-            await conn.close()
-            raise BackendUnavailable(req.key, self.name, exc) from exc
-        except BaseException:
-            # cancelled while blocked: cancel the server-side wait, then drop the session
-            try:
-                conn.pgconn.finish()
-            except Exception:  # pragma: no cover
-                pass
-            raise
-
-    async def _areset(self, conn: Any) -> None:
-        try:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                await conn.execute("ROLLBACK")
-            await conn.execute("SELECT pg_advisory_unlock_all(), set_config('lock_timeout', '0', false), "
-                               "set_config('idle_session_timeout', '0', false)")
-            await self._aput(conn)
-        except psycopg.Error:
-            await conn.close()
-
-    async def arelease(self, lease: "Lease") -> bool:
-        conn = lease.handle
-        if isinstance(conn, psycopg.Connection):
-            return self.release(lease)
-        if conn is None:
-            return False
-        lease.handle = None
-        if _session_gone(conn):
-            await conn.close()
-            return False
-        try:
-            with self._guard(conn):
-                if self.scope == "transaction":
-                    await conn.execute("COMMIT")
-                    ok = True
-                else:
-                    cur = await conn.execute(self._RELEASE_SQL, self._release_params(lease))
-                    ok = bool((await cur.fetchone())[0])
-        except psycopg.Error as exc:
-            await conn.close()
-            raise BackendUnavailable(lease.key, self.name, exc) from exc
-        await self._aput(conn)
-        return ok
-
-    async def aextend(self, lease: "Lease", seconds: float) -> bool:
-        conn = lease.handle
-        if isinstance(conn, psycopg.Connection):
-            return self.extend(lease, seconds)
-        if conn is None:
-            return False
-        try:
-            with self._guard(conn):
-                cur = await conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
-                                                              *_split(key_hash(lease.backend_key))))
-                return bool((await cur.fetchone())[1])
-        except psycopg.Error:
-            return False
-
-    async def ais_held(self, lease: "Lease") -> bool:
-        conn = lease.handle
-        if isinstance(conn, psycopg.Connection):
-            return self.is_held(lease)
-        if conn is None:
-            return False
-        try:
-            with self._guard(conn):
-                cur = await conn.execute(self._HELD_SQL, _split(key_hash(lease.backend_key)))
-                return bool((await cur.fetchone())[0])
-        except psycopg.Error:
-            return False

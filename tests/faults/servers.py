@@ -23,6 +23,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free and valid too."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 10000))
+            return port
+        except OSError:
+            continue
+
+
 def _wait_port(port: int, proc: subprocess.Popen, what: str) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -94,9 +108,36 @@ class OwnServer:
 class OwnRedis(OwnServer):
     what, binary = "redis-server", "redis-server"
 
+    def __init__(self, workdir: Path, *extra: str, port: int | None = None) -> None:
+        super().__init__(workdir)
+        self.extra = list(extra)
+        if port is not None:
+            self.port = port
+
     def argv(self) -> list[str]:
         return ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                "--appendonly", "no", "--dir", str(self.workdir), "--protected-mode", "no"]
+                "--appendonly", "no", "--dir", str(self.workdir), "--protected-mode", "no", *self.extra]
+
+
+class OwnSentinel(OwnServer):
+    """A Redis Sentinel watching ``master_port`` as ``service`` (quorum 1, fast failover)."""
+
+    what, binary = "redis-sentinel", "redis-server"
+
+    def __init__(self, workdir: Path, master_port: int, service: str = "mymaster") -> None:
+        super().__init__(workdir)
+        self.conf = workdir / "sentinel.conf"
+        self.conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\nprotected-mode no\ndir {workdir}\n"
+            f"sentinel monitor {service} 127.0.0.1 {master_port} 1\n"
+            f"sentinel down-after-milliseconds {service} 1000\n"
+            f"sentinel failover-timeout {service} 5000\n")
+
+    def argv(self) -> list[str]:
+        # Debian's redis-sentinel is redis-server under another name
+        if shutil.which("redis-sentinel"):
+            return ["redis-sentinel", str(self.conf)]
+        return ["redis-server", str(self.conf), "--sentinel"]
 
     @property
     def url(self) -> str:

@@ -68,7 +68,8 @@ def configure(url: str | None = None, **options: Any) -> LockOptions:
         if url is not None:
             if not known_scheme(url):
                 raise ValueError(f"txnsafety: no lock backend for URL {redacted_url(url)!r} "
-                                 "(memory://, redis://, rediss://, memcached://, postgresql://)")
+                                 "(memory://, redis://, rediss://, redis+sentinel://, redis+cluster://, "
+                                 "memcached://, postgresql://)")
             _url = url
         if options:
             _options = replace(_options, **options)

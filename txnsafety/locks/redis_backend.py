@@ -18,6 +18,7 @@ socket timeout in seconds, default 5: what one call to a stalled server costs).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import time
@@ -34,13 +35,14 @@ from redis.exceptions import NoScriptError
 
 from ..context import Priority
 from . import redis_scripts as lua
+from . import redis_topology as topology
 from .backend import AcquireRequest, Backend, Grant
 from .errors import BackendUnavailable, LockTimeout
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
-_OURS = ("prefix", "recheck", "claim", "timeout")
+_OURS = ("prefix", "recheck", "claim", "timeout", "sentinel_password")
 log = logging.getLogger("txnsafety.locks")
 
 
@@ -92,7 +94,8 @@ class RedisBackend(Backend):
         self.claim_ms = int(float(ours.get("claim", "1.0")) * 1000)
         # a waiter that has not refreshed its queue entry for this long is dead
         self.alive_ms = int((self.recheck * 2 + 2) * 1000)
-        self.client = client or redis.Redis.from_url(self._redis_url, **self._client_options(redis.retry))
+        self.topology = topology.parse(self._redis_url, ours)
+        self.client = client or topology.sync_client(self.topology, self._client_options(redis.retry))
         # this backend's constants are baked into the script text (fewer ARGV per call)
         self._scripts = tuple(lua.render(text, self.alive_ms, self.claim_ms)
                               for text in (lua.ACQUIRE, lua.RELEASE, lua.EXTEND, lua.CANCEL))
@@ -104,6 +107,11 @@ class RedisBackend(Backend):
         # by the client's own encoder so the bytes are exactly what it would have sent
         self._encode = self.client.get_encoder().encode
         self._wirecache: dict[str, tuple[bytes, ...]] = {}
+
+    @functools.cached_property
+    def name(self) -> str:
+        """The URL without credentials (all hosts of a Sentinel or Cluster URL)."""
+        return self.topology.name
 
     def _client_options(self, retry_module: Any) -> dict[str, Any]:
         """Bounded timeouts and no automatic retries (redis-py's defaults may change).
@@ -151,7 +159,7 @@ class RedisBackend(Backend):
         loop = asyncio.get_running_loop()
         entry = self._async.get(loop)
         if entry is None:
-            client = redis.asyncio.Redis.from_url(self._redis_url, **self._client_options(redis.asyncio.retry))
+            client = topology.async_client(self.topology, self._client_options(redis.asyncio.retry))
             entry = (client, *(client.register_script(text) for text in self._scripts))
             self._async[loop] = entry
         return entry

@@ -118,6 +118,10 @@ class OwnRedis(OwnServer):
         return ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
                 "--appendonly", "no", "--dir", str(self.workdir), "--protected-mode", "no", *self.extra]
 
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
 
 class OwnSentinel(OwnServer):
     """A Redis Sentinel watching ``master_port`` as ``service`` (quorum 1, fast failover)."""
@@ -138,10 +142,6 @@ class OwnSentinel(OwnServer):
         if shutil.which("redis-sentinel"):
             return ["redis-sentinel", str(self.conf)]
         return ["redis-server", str(self.conf), "--sentinel"]
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
 
 
 class OwnMemcached(OwnServer):

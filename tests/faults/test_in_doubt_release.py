@@ -78,3 +78,31 @@ def test_lost_acquire_reply_gives_the_lock_back(kind: str, request: pytest.Fixtu
     proxied.join_give_backs(10)
     with global_lock(key, backend=url, lease=5, wait_timeout=0):   # free at once, not in 60 s
         pass
+
+
+def test_memcached_extend_whose_reply_was_lost_does_not_fake_a_lost_lease(
+        memcached_url: str, make_proxy, key: str) -> None:  # noqa: ANN001
+    """The extend ran (new CAS), its reply never came: the lease's remembered CAS is
+    stale.  Release and the next extend must still recognise the item by its token."""
+    from urllib.parse import urlsplit
+
+    from txnsafety.locks import BackendUnavailable
+    parts = urlsplit(memcached_url)
+    proxy = make_proxy(parts.hostname, parts.port)
+    proxied = get_backend(through(proxy, f"{memcached_url}?prefix=x{key}"))
+    mkey = proxied.safe_key(key)
+    violations: list = []
+    add_listener(violations.append)
+    try:
+        with global_lock(key, backend=proxied, lease=30) as lease:
+            proxy.lose_reply(lambda data: data.startswith(f"ms {mkey} ".encode()) and b" C" in data)
+            with pytest.raises(BackendUnavailable):
+                lease.extend(30)
+            assert proxy.faulted.is_set()
+            assert lease.extend(30) > 29      # recognised by its token, CAS refreshed
+            proxy.lose_reply(lambda data: data.startswith(f"ms {mkey} ".encode()) and b" C" in data)
+            with pytest.raises(BackendUnavailable):
+                lease.extend(30)
+    finally:
+        remove_listener(violations.append)
+    assert violations == []                   # released as ours: no TXN104

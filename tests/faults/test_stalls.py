@@ -105,3 +105,32 @@ def test_release_against_a_stalled_backend_is_bounded_and_no_stomp(
     assert took[1] - took[0] < TIMEOUT[kind] + SLACK, took[1] - took[0]
     assert [v.code.value for v in violations] == []
     assert any("in doubt" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("kind", ["redis", "memcached"])
+def test_a_stall_shorter_than_the_lease_does_not_lose_a_renewed_lease(
+        kind: str, request: pytest.FixtureRequest, make_proxy, key: str) -> None:  # noqa: ANN001
+    """Renewals that time out during a stall are retried while the lease lasts: the
+    lease never ended, so no LOST state and no TXN104."""
+    from urllib.parse import urlsplit
+
+    from txnsafety.locks import LeaseState
+    base = request.getfixturevalue(f"{kind}_url")
+    parts = urlsplit(base)
+    proxy = make_proxy(parts.hostname, parts.port)
+    backend = backend_from_url(_url(kind, through(proxy, base)) + f"&prefix=r{key}")
+    violations: list = []
+    add_listener(violations.append)
+    try:
+        with global_lock(key, backend=backend, lease=4, renew=0.3) as lease:
+            proxy.stall()
+            time.sleep(TIMEOUT[kind] + 0.8)      # at least one renewal times out meanwhile
+            proxy.resume()
+            time.sleep(0.8)                      # and the next ones succeed
+            assert lease.state is LeaseState.HELD
+            lease.ensure_held(check_backend=True)
+    finally:
+        remove_listener(violations.append)
+        proxy.resume()
+        backend.close()
+    assert violations == []

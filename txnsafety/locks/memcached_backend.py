@@ -310,7 +310,15 @@ class MemcachedBackend(Backend):
                     return False
                 cas = owned[0]
             conn.send(f"md {mkey} C{cas.decode()}\r\n".encode())
-            return conn.line()[0] == b"HD"
+            reply = conn.line()[0]
+            if reply == b"EX" and isinstance(lease.handle, tuple):
+                # the CAS moved: an extend whose reply was lost still ran -- ours if the token is
+                owned = self._owned(conn, mkey, lease.token)
+                if owned is None:
+                    return False
+                conn.send(f"md {mkey} C{owned[0].decode()}\r\n".encode())
+                reply = conn.line()[0]
+            return reply == b"HD"
         except (OSError, ProtocolError, ValueError) as exc:
             raise self._fail(lease.key, exc) from exc
 
@@ -329,6 +337,13 @@ class MemcachedBackend(Backend):
             ttl = math.ceil(seconds) + 1
             conn.send(f"ms {mkey} {len(data)} C{cas.decode()} T{ttl} c\r\n".encode() + data + b"\r\n")
             head = conn.line()
+            if head[0] == b"EX" and isinstance(lease.handle, tuple):
+                # the CAS moved: an extend whose reply was lost still ran -- ours if the token is
+                owned = self._owned(conn, mkey, lease.token)
+                if owned is None:
+                    return False
+                conn.send(f"ms {mkey} {len(data)} C{owned[0].decode()} T{ttl} c\r\n".encode() + data + b"\r\n")
+                head = conn.line()
             if head[0] != b"HD":
                 return False
             lease.handle = (int(_flag(head, b"c") or b"0"), data)

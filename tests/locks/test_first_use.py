@@ -24,9 +24,9 @@ def _first_use(url: str, key: str, barrier, errors) -> None:  # noqa: ANN001
     try:
         with global_lock(key, backend=backend, lease=30, wait_timeout=30) as lease:
             assert lease.fence > 0
-    except BaseException:
+    except Exception:
         errors.put(traceback.format_exc(limit=3))
-        raise SystemExit(1)
+        raise SystemExit(1) from None
     finally:
         backend.close()
 

@@ -92,7 +92,7 @@ class Outcome:
 
 
 class Run:
-    def __init__(self, target: Target, workdir: Path, *, clients: int = 5, lease: float = 1.0,
+    def __init__(self, target: Target, workdir: Path, *, clients: int = 8, lease: float = 1.0,
                  wait: float = 3.0, duration: float = 10.0) -> None:
         self.target, self.workdir = target, workdir
         self.clients, self.lease, self.wait, self.duration = clients, lease, wait, duration

@@ -63,7 +63,7 @@ def test_waiting_acquire_stalled_midway_is_bounded(shared, key: str) -> None:
                 outcome.append(time.monotonic() - t0)
             t = threading.Thread(target=waiter)
             t.start()
-            time.sleep(0.3)                                  # it is waiting now (no event to wait on)
+            _until_queued(kind, backend, key)
             proxy.stall()
             t.join(30)
     finally:
@@ -71,6 +71,20 @@ def test_waiting_acquire_stalled_midway_is_bounded(shared, key: str) -> None:
         backend.close()
     assert outcome and outcome[0] in ("LockTimeout", "BackendUnavailable"), outcome
     assert outcome[1] < wait + TIMEOUT[kind] + SLACK, outcome
+
+
+def _until_queued(kind: str, backend, key: str) -> None:  # noqa: ANN001
+    """Until the proxied waiter is really waiting for ``key`` (as its backend tells)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if kind == "redis":
+            waiting = backend.client.zcard(backend.keys_for(key)[0][2])
+        else:  # PostgreSQL: sessions queued on the server; memcached: this process's waiters
+            waiting = backend.waiting(key)
+        if waiting:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the waiter never queued")
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

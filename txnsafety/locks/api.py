@@ -168,7 +168,16 @@ class LockContext:
         return lease
 
     def _release_failed(self, err: BackendUnavailable) -> None:
-        log.error("txnsafety: could not release lock %r (it will end with its lease): %s", self.key, err)
+        """The release's outcome is unknown (its reply was lost, the backend stalled).
+
+        Not a stomp: the section ran while the lease was held and its work is
+        done, so nothing is raised that would make a caller redo it.  The lock
+        was released, or ends by itself with its lease.
+        """
+        log.warning("txnsafety: release of lock %r is in doubt (%s): the section's work is done, "
+                    "do not redo it; the lock is free now or ends by itself with its lease",
+                    self.key, err, extra={"txnsafety_lock": {"event": "release_in_doubt", "key": self.key}})
+        emit("release_in_doubt", key=self.key, backend=err.backend)
         return None
 
     # -- sync ---------------------------------------------------------------------
@@ -268,7 +277,8 @@ class LockContext:
             emit("released", key=self.key, held_for=now - lease.acquired_at, ok=False)
             return
         ended = before is LeaseState.LOST or ok is False or late >= 0
-        lease.state = LeaseState.RELEASED if ok and not ended else LeaseState.LOST
+        # ok None: the release is in doubt but the lease had not ended -- released
+        lease.state = LeaseState.LOST if ended else LeaseState.RELEASED
         if observe._hooks:
             emit("released", key=self.key, held_for=now - lease.acquired_at, ok=not ended)
         if ended:

@@ -1,4 +1,4 @@
-"""What every lock backend provides, and how a URL picks one.
+"""What every lock backend provides.
 
 A backend stores one value per held lock (the lease token), grants the lock to one
 acquirer at a time, and only lets the token's owner release or extend it.  The
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
 log = logging.getLogger("txnsafety.locks")
+_givers_mutex = threading.Lock()
 
 
 @dataclass(slots=True)
@@ -91,6 +92,32 @@ class Backend:
     def holder(self, backend_key: str) -> str | None:
         """Owner description of the current holder, or None."""
         raise NotImplementedError
+
+    def lost_locally(self, lease: "Lease") -> bool:
+        """True when the client alone can tell the lock is gone (no network round trip).
+
+        For backends whose lock lives and dies with a connection (PostgreSQL
+        sessions); the others cannot know without asking and answer False.
+        """
+        return False
+
+    def _give_back_later(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` -- giving back a lock a failed acquire may have won -- in a
+        thread of its own: against a stalled server it costs another timeout, which
+        the failed acquire must not add to its caller's wait.  Not a daemon: a
+        process that exits right after still gives the lock back."""
+        giver = threading.Thread(target=fn, args=args, name="txnsafety-give-back")
+        with _givers_mutex:
+            givers = self.__dict__.setdefault("_givers", [])
+            givers[:] = [t for t in givers if t.is_alive()] + [giver]
+        giver.start()
+
+    def join_give_backs(self, timeout: float | None = None) -> None:
+        """Wait for the give-backs of failed acquires started so far (tests, shutdown)."""
+        with _givers_mutex:
+            givers = list(self.__dict__.get("_givers", ()))
+        for giver in givers:
+            giver.join(timeout)
 
     def abandon(self, lease: "Lease") -> None:
         """Forget a lease without a network call (used by cleanups that cannot block)."""
@@ -222,14 +249,6 @@ def _retrieve_outcome(attempt: "asyncio.Future[Grant]") -> None:
         attempt.add_done_callback(consume)
 
 
-_factories: dict[str, Callable[[str], Backend]] = {}
-
-
-def register_backend(scheme: str, factory: Callable[[str], Backend]) -> None:
-    """Make ``scheme://`` URLs build backends with ``factory(url)``."""
-    _factories[scheme] = factory
-
-
 def redacted_url(url: str) -> str:
     """``url`` with its password replaced by ``***``, for messages and reports."""
     parts = urlsplit(url)
@@ -237,44 +256,3 @@ def redacted_url(url: str) -> str:
         return url
     host = parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
-
-
-def backend_from_url(url: str) -> Backend:
-    """Build a backend for ``url`` (``memory://``, ``redis://``, ``memcached://``, ``postgresql://``)."""
-    scheme = urlsplit(url).scheme
-    if scheme not in _factories:
-        _load_builtin(scheme)
-    try:
-        factory = _factories[scheme]
-    except KeyError:
-        raise ValueError(f"txnsafety: no lock backend for URL scheme {scheme!r} "
-                         f"(known: memory, redis, rediss, memcached, postgresql)") from None
-    return factory(url)
-
-
-_BUILTIN = ("memory", "redis", "rediss", "unix", "memcached", "memcache", "postgresql", "postgres")
-
-
-def known_scheme(url: str) -> bool:
-    """True when some backend handles ``url``'s scheme (without importing its client)."""
-    scheme = urlsplit(url).scheme
-    return scheme in _factories or scheme in _BUILTIN
-
-
-def _load_builtin(scheme: str) -> None:
-    # Imported lazily so that a missing client library only matters when used.
-    if scheme == "memory":
-        from .memory import MemoryBackend
-        register_backend("memory", MemoryBackend)
-    elif scheme in ("redis", "rediss", "unix"):
-        from .redis_backend import RedisBackend
-        for s in ("redis", "rediss", "unix"):
-            register_backend(s, RedisBackend)
-    elif scheme in ("memcached", "memcache"):
-        from .memcached_backend import MemcachedBackend
-        register_backend("memcached", MemcachedBackend)
-        register_backend("memcache", MemcachedBackend)
-    elif scheme in ("postgresql", "postgres"):
-        from .postgres_backend import PostgresBackend
-        register_backend("postgresql", PostgresBackend)
-        register_backend("postgres", PostgresBackend)

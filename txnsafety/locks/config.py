@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..context import Priority
-from .backend import Backend, backend_from_url, known_scheme, redacted_url
+from .backend import Backend, redacted_url
+from .registry import backend_from_url, known_scheme
 
 FAIL_CLOSED = "fail_closed"
 FAIL_OPEN = "fail_open"
@@ -67,7 +68,8 @@ def configure(url: str | None = None, **options: Any) -> LockOptions:
         if url is not None:
             if not known_scheme(url):
                 raise ValueError(f"txnsafety: no lock backend for URL {redacted_url(url)!r} "
-                                 "(memory://, redis://, rediss://, memcached://, postgresql://)")
+                                 "(memory://, redis://, rediss://, redis+sentinel://, redis+cluster://, "
+                                 "memcached://, postgresql://)")
             _url = url
         if options:
             _options = replace(_options, **options)

@@ -123,14 +123,20 @@ class Lease:
         """Raise :class:`LeaseLost` unless the lease is live.
 
         Call it right before a write that must not happen after the lease ended.
-        ``check_backend=True`` also asks the backend (one round trip), which
-        catches an evicted memcached key or a killed PostgreSQL session.
+        Without a round trip it also catches a lock that went with its connection
+        (a PostgreSQL session whose connection was cut or killed: the server
+        dropped the lock when the session ended).  ``check_backend=True`` also
+        asks the backend (one round trip), which catches an evicted memcached key.
         """
         if self.state is LeaseState.HELD and time.monotonic() >= self.deadline:
             self.state = LeaseState.LOST
         if not self.is_live():
             raise LeaseLost(self.key, self.state.value,
                             "the lease ended; the lock may be held by someone else")
+        if self.state is LeaseState.HELD and self.backend.lost_locally(self):
+            self.state = LeaseState.LOST
+            raise LeaseLost(self.key, self.state.value,
+                            "the connection that held it is gone, and the server dropped the lock with it")
         if check_backend and self.state is LeaseState.HELD and not self.backend.is_held(self):
             self.state = LeaseState.LOST
             raise LeaseLost(self.key, self.state.value, "the backend no longer holds it")

@@ -241,8 +241,11 @@ class MemcachedBackend(Backend):
             if registered:
                 self._count(req.backend_key, -1)
             if in_doubt:
-                # raising with the add's outcome unsettled: give back what we may have won
-                self._abandon(mkey, data)
+                # Raising with the add's outcome unsettled: give back what we may have
+                # won, from a thread of its own -- against a stalled server that costs
+                # another socket timeout, which the caller must not wait out.
+                self._drop()  # the failed connection may still carry unread replies
+                self._give_back_later(self._abandon, mkey, data)
             elif counted and conn is not None:
                 # Bookkeeping only (the counter forgets us after MARKER_TTL anyway): no
                 # failure here may replace the call's outcome, above all a won lock's Grant.
@@ -263,7 +266,6 @@ class MemcachedBackend(Backend):
         and ``md`` with the CAS just read deletes it only if nobody wrote it since.
         A failure here is logged: the TTL is then the last resort.
         """
-        self._drop()  # the failed connection may still carry unread replies
         try:
             conn = self._conn()
             head, current = self._get(conn, mkey)
@@ -273,7 +275,8 @@ class MemcachedBackend(Backend):
         except Exception as exc:
             log.warning("txnsafety: memcached %s: could not give back %s after a failed acquire "
                         "(it ends with its TTL): %r", self.name, mkey, exc)
-            self._drop()
+        finally:
+            self._drop()  # this thread's connection
 
     def _count(self, bk: str, delta: int) -> None:
         with self._mutex:
@@ -307,7 +310,15 @@ class MemcachedBackend(Backend):
                     return False
                 cas = owned[0]
             conn.send(f"md {mkey} C{cas.decode()}\r\n".encode())
-            return conn.line()[0] == b"HD"
+            reply = conn.line()[0]
+            if reply == b"EX" and isinstance(lease.handle, tuple):
+                # the CAS moved: an extend whose reply was lost still ran -- ours if the token is
+                owned = self._owned(conn, mkey, lease.token)
+                if owned is None:
+                    return False
+                conn.send(f"md {mkey} C{owned[0].decode()}\r\n".encode())
+                reply = conn.line()[0]
+            return reply == b"HD"
         except (OSError, ProtocolError, ValueError) as exc:
             raise self._fail(lease.key, exc) from exc
 
@@ -326,6 +337,13 @@ class MemcachedBackend(Backend):
             ttl = math.ceil(seconds) + 1
             conn.send(f"ms {mkey} {len(data)} C{cas.decode()} T{ttl} c\r\n".encode() + data + b"\r\n")
             head = conn.line()
+            if head[0] == b"EX" and isinstance(lease.handle, tuple):
+                # the CAS moved: an extend whose reply was lost still ran -- ours if the token is
+                owned = self._owned(conn, mkey, lease.token)
+                if owned is None:
+                    return False
+                conn.send(f"ms {mkey} {len(data)} C{owned[0].decode()} T{ttl} c\r\n".encode() + data + b"\r\n")
+                head = conn.line()
             if head[0] != b"HD":
                 return False
             lease.handle = (int(_flag(head, b"c") or b"0"), data)

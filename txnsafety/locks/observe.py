@@ -24,6 +24,7 @@ def add_metrics_hook(fn: MetricsHook) -> None:
     Events: ``acquired`` (key, backend, priority, waited, contended, fence),
     ``timeout`` (key, backend, priority, waited, holder), ``released`` (key,
     held_for, ok), ``lost`` (key, why), ``backend_error`` (key, backend, policy),
+    ``release_in_doubt`` (key, backend),
     ``lock_order`` (first, second).  A hook that raises is logged and ignored.
     """
     _hooks.append(fn)

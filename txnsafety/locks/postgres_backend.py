@@ -12,7 +12,9 @@ killed with ``kill -9`` frees the lock at once.
   resets that timer.  The local deadline starts before the acquiring statement,
   so it is never later than the server's.
 * Fence: ``nextval()`` of one sequence (``txnsafety_lock_fence``), which is never
-  rolled back, so fences only grow -- per key, since they grow globally.
+  rolled back, so fences only grow -- per key, since they grow globally.  It is
+  created on first use under an advisory lock, so many processes starting at
+  once do not race on the catalog.
 * Scope (URL ``?scope=session`` default, or ``?scope=transaction``): in
   transaction scope the lock is ``pg_advisory_xact_lock`` inside a transaction
   that release commits; everything runs in that one transaction, so it is
@@ -30,12 +32,13 @@ killed with ``kill -9`` frees the lock at once.
   lease's connection is private to it.
 
 URL query options (removed from the connection string): ``scope``,
-``fence_sequence``.
+``fence_sequence``, ``timeout`` (seconds, default 5: the connect timeout, at
+least 2 as in libpq, and the client-side deadline of each call beyond its lock
+wait -- a :mod:`~txnsafety.locks.watchdog` shuts a stalled connection down).
 """
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import select
 import threading
 import time
@@ -49,60 +52,18 @@ from psycopg import errors as pg_errors
 from ..context import Priority
 from .backend import AcquireRequest, Backend, Grant
 from .errors import BackendUnavailable, LockTimeout
+from .postgres_async import AsyncPostgres
+from .postgres_sql import (_MAX_IDLE, _OURS, _SETUP_KEY, Step, _channel, _connect_timeout, _Flag, _session_gone,
+                           _split, key_hash)
+from .watchdog import WATCHDOG
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
-_OURS = ("scope", "fence_sequence")
-_MAX_IDLE = 8
-
-Step = Generator[tuple[str, tuple[Any, ...]], Any, Grant]
+__all__ = ["PostgresBackend", "key_hash"]
 
 
-def key_hash(key: str) -> int:
-    """Stable signed 64-bit advisory-lock key for ``key``."""
-    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
-class _Flag:
-    """Notify handler: remembers that a NOTIFY arrived while a query ran."""
-
-    def __init__(self) -> None:
-        self.seen = False
-
-    def __call__(self, notify: Any) -> None:
-        self.seen = True
-
-    def take(self) -> bool:
-        seen, self.seen = self.seen, False
-        return seen
-
-
-async def _readable(fd: int, timeout: float) -> bool:
-    """Wait until ``fd`` is readable (True) or ``timeout`` passes (False)."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[bool] = loop.create_future()
-    loop.add_reader(fd, lambda: fut.done() or fut.set_result(True))
-    try:
-        return await asyncio.wait_for(fut, timeout)
-    except asyncio.TimeoutError:
-        return False
-    finally:
-        loop.remove_reader(fd)
-
-
-def _channel(k: int) -> str:
-    return f"txnsafety_lock_{k & 0xFFFFFFFFFFFFFFFF:016x}"
-
-
-def _split(k: int) -> tuple[int, int]:
-    """(classid, objid) as pg_locks shows a bigint advisory key."""
-    u = k & 0xFFFFFFFFFFFFFFFF
-    return u >> 32, u & 0xFFFFFFFF
-
-
-class PostgresBackend(Backend):
+class PostgresBackend(AsyncPostgres, Backend):
     """See the module docstring."""
 
     scheme = "postgresql"
@@ -117,6 +78,10 @@ class PostgresBackend(Backend):
         self.scope = ours.get("scope", "session")
         if self.scope not in ("session", "transaction"):
             raise ValueError("txnsafety: postgresql lock scope must be 'session' or 'transaction'")
+        # connect and socket timeout: what one call to a stalled server may cost
+        self.timeout = float(ours.get("timeout", "5"))
+        if self.timeout <= 0:
+            raise ValueError("txnsafety: postgresql timeout must be positive")
         self.sequence = ours.get("fence_sequence", "txnsafety_lock_fence")
         if not self.sequence.replace("_", "").replace(".", "").isalnum():
             raise ValueError("txnsafety: fence_sequence must be a plain identifier")
@@ -127,20 +92,54 @@ class PostgresBackend(Backend):
         self._seq_ready = False
 
     # -- connections ---------------------------------------------------------------------
-    def _setup_sql(self) -> str | None:
+    def _setup_steps(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """Statements that create the fence sequence, safely under concurrency.
+
+        ``CREATE SEQUENCE IF NOT EXISTS`` alone is not: sessions that all find it
+        missing all insert its catalog rows and all but one fail with a
+        UniqueViolation.  So the creation runs in a transaction under an advisory
+        lock of its own (the second creator waits, then finds it), and only when
+        ``to_regclass`` does not already see the sequence (no DDL, no lock, no
+        CREATE right needed once it exists).
+        """
         if self._seq_ready:
-            return None
-        return f"CREATE SEQUENCE IF NOT EXISTS {self.sequence}"
+            return []
+        return [("BEGIN", ()), ("SELECT pg_advisory_xact_lock(%s)", (_SETUP_KEY,)),
+                (f"CREATE SEQUENCE IF NOT EXISTS {self.sequence}", ()), ("COMMIT", ())]
+
+    def _ensure_sequence(self, conn: psycopg.Connection[Any]) -> None:
+        if self._seq_ready:
+            return
+        if conn.execute("SELECT to_regclass(%s) IS NULL", (self.sequence,)).fetchone()[0]:
+            for sql, params in self._setup_steps():
+                conn.execute(sql, params)
+        self._seq_ready = True
+
+    def _guard(self, conn: Any, deadline: float | None = None) -> Any:
+        """The watchdog over one operation on ``conn`` (default: one socket timeout)."""
+        return WATCHDOG.guard(conn, deadline if deadline is not None else time.monotonic() + self.timeout)
+
+    def _pop_idle(self, pool: list[Any]) -> Any:
+        """A pooled connection whose session is still there (a cut one is dropped)."""
+        while pool:
+            conn = pool.pop()
+            if not _session_gone(conn):
+                return conn
+            conn.pgconn.finish()
+        return None
 
     def _get(self) -> psycopg.Connection[Any]:
         with self._mutex:
-            if self._idle:
-                return self._idle.pop()
-        conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=5)
-        sql = self._setup_sql()
-        if sql:
-            conn.execute(sql)
-            self._seq_ready = True
+            conn = self._pop_idle(self._idle)
+        if conn is not None:
+            return conn
+        conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=_connect_timeout(self.timeout))
+        try:
+            with self._guard(conn):
+                self._ensure_sequence(conn)
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _put(self, conn: psycopg.Connection[Any]) -> None:
@@ -152,28 +151,6 @@ class PostgresBackend(Backend):
                 self._idle.append(conn)
                 return
         conn.close()
-
-    async def _aget(self) -> Any:
-        loop = asyncio.get_running_loop()
-        pool = self._aidle.setdefault(loop, [])
-        if pool:
-            return pool.pop()
-        conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True, connect_timeout=5)
-        sql = self._setup_sql()
-        if sql:
-            await conn.execute(sql)
-            self._seq_ready = True
-        return conn
-
-    async def _aput(self, conn: Any) -> None:
-        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            await conn.close()
-            return
-        pool = self._aidle.setdefault(asyncio.get_running_loop(), [])
-        if len(pool) < _MAX_IDLE:
-            pool.append(conn)
-        else:
-            await conn.close()
 
     # -- the acquisition protocol, shared by sync and async drivers ---------------------
     def _steps(self, req: AcquireRequest) -> Step:
@@ -291,10 +268,16 @@ class PostgresBackend(Backend):
 
     # -- blocking -------------------------------------------------------------------------
     def acquire(self, req: AcquireRequest) -> Grant:
+        # the whole attempt: its wait plus one socket timeout, however the server stalls
+        deadline = time.monotonic() + max(req.wait_timeout, 0.0) + self.timeout
         try:
             conn = self._get()
         except psycopg.Error as exc:
             raise BackendUnavailable(req.key, self.name, exc) from exc
+        with self._guard(conn, deadline):
+            return self._acquire_on(conn, req)
+
+    def _acquire_on(self, conn: psycopg.Connection[Any], req: AcquireRequest) -> Grant:
         gen = self._steps(req)
         flag = _Flag()
         to_send: Any = None
@@ -371,20 +354,26 @@ class PostgresBackend(Backend):
                 return True
             return False
         lease.handle = None
-        try:
-            if self.scope == "transaction":
-                conn.execute("COMMIT")
-                ok = True
-            else:
-                ok = bool(conn.execute(self._RELEASE_SQL, self._release_params(lease)).fetchone()[0])
-        except psycopg.OperationalError:
+        if _session_gone(conn):
             conn.close()
-            return False  # the session ended: the server dropped the lock with it
+            return False  # the session ended before the release: the lock went with it
+        try:
+            with self._guard(conn):
+                if self.scope == "transaction":
+                    conn.execute("COMMIT")
+                    ok = True
+                else:
+                    ok = bool(conn.execute(self._RELEASE_SQL, self._release_params(lease)).fetchone()[0])
         except psycopg.Error as exc:
+            # In doubt: the connection failed during the release.  Closing it ends
+            # the session, which releases the lock if the statement did not.
             conn.close()
             raise BackendUnavailable(lease.key, self.name, exc) from exc
         self._put(conn)
         return ok
+
+    _HELD_SQL = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                 "AND pid = pg_backend_pid() AND classid = %s AND objid = %s AND objsubid = 1")
 
     def _extend_sql(self) -> str:
         local = "true" if self.scope == "transaction" else "false"
@@ -398,8 +387,9 @@ class PostgresBackend(Backend):
         if not isinstance(conn, psycopg.Connection):
             return False
         try:
-            row = conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
-                                                    *_split(key_hash(lease.backend_key)))).fetchone()
+            with self._guard(conn):
+                row = conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
+                                                        *_split(key_hash(lease.backend_key)))).fetchone()
             return bool(row[1])
         except psycopg.Error:
             return False
@@ -409,12 +399,33 @@ class PostgresBackend(Backend):
         if not isinstance(conn, psycopg.Connection):
             return False
         try:
-            row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                               "AND pid = pg_backend_pid() AND classid = %s AND objid = %s AND objsubid = 1",
-                               _split(key_hash(lease.backend_key))).fetchone()
+            with self._guard(conn):
+                row = conn.execute(self._HELD_SQL, _split(key_hash(lease.backend_key))).fetchone()
             return bool(row[0])
         except psycopg.Error:
             return False
+
+    def lost_locally(self, lease: "Lease") -> bool:
+        """Has the session holding ``lease`` ended?  No round trip: a look at its socket.
+
+        A lock-holding session is idle, so nothing should arrive on its socket.
+        When the connection is cut or the session killed, the server drops the
+        advisory lock at once, and the socket turns readable (the server's
+        goodbye, or end of file).  Reading what is there tells which.  A
+        connection busy in another thread (the renewer) is not looked at.
+        """
+        conn = lease.handle
+        if conn is None or conn.closed:
+            return True
+        lock = conn.lock
+        if isinstance(lock, asyncio.Lock):
+            return False if lock.locked() else _session_gone(conn)
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            return _session_gone(conn)
+        finally:
+            lock.release()
 
     def holder(self, backend_key: str) -> str | None:
         conn = self._get()
@@ -454,114 +465,3 @@ class PostgresBackend(Backend):
             conn.close()
 
     # -- async ------------------------------------------------------------------------
-    async def aacquire(self, req: AcquireRequest) -> Grant:
-        try:
-            conn = await self._aget()
-        except psycopg.Error as exc:
-            raise BackendUnavailable(req.key, self.name, exc) from exc
-        gen = self._steps(req)
-        flag = _Flag()
-        to_send: Any = None
-        error: BaseException | None = None
-        try:
-            while True:
-                try:
-                    sql, params = gen.send(to_send) if error is None else gen.throw(error)
-                except StopIteration as stop:
-                    grant: Grant = stop.value
-                    grant.handle = conn
-                    return grant
-                error = None
-                try:
-                    if sql == "HOLDER":
-                        cur = await conn.execute(*self._holder_sql(params[0]))
-                        row = await cur.fetchone()
-                        to_send = row[0] if row else None
-                    elif sql == "ARM":
-                        flag = _Flag()
-                        conn.add_notify_handler(flag)
-                    elif sql == "DISARM":
-                        conn.remove_notify_handler(flag)
-                    elif sql == "WAIT":
-                        if not flag.take():
-                            if await _readable(conn.fileno(), params[0]):
-                                await conn.execute("SELECT 1")
-                            flag.take()
-                    else:
-                        cur = await conn.execute(sql, params)
-                        to_send = await cur.fetchone() if cur.description else None
-                except pg_errors.LockNotAvailable as exc:
-                    error = exc
-        except LockTimeout:
-            await self._areset(conn)
-            raise
-        except psycopg.Error as exc:
-            await conn.close()
-            raise BackendUnavailable(req.key, self.name, exc) from exc
-        except BaseException:
-            # cancelled while blocked: cancel the server-side wait, then drop the session
-            try:
-                conn.pgconn.finish()
-            except Exception:  # pragma: no cover
-                pass
-            raise
-
-    async def _areset(self, conn: Any) -> None:
-        try:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                await conn.execute("ROLLBACK")
-            await conn.execute("SELECT pg_advisory_unlock_all(), set_config('lock_timeout', '0', false), "
-                               "set_config('idle_session_timeout', '0', false)")
-            await self._aput(conn)
-        except psycopg.Error:
-            await conn.close()
-
-    async def arelease(self, lease: "Lease") -> bool:
-        conn = lease.handle
-        if isinstance(conn, psycopg.Connection):
-            return self.release(lease)
-        if conn is None:
-            return False
-        lease.handle = None
-        try:
-            if self.scope == "transaction":
-                await conn.execute("COMMIT")
-                ok = True
-            else:
-                cur = await conn.execute(self._RELEASE_SQL, self._release_params(lease))
-                ok = bool((await cur.fetchone())[0])
-        except psycopg.OperationalError:
-            await conn.close()
-            return False
-        except psycopg.Error as exc:
-            await conn.close()
-            raise BackendUnavailable(lease.key, self.name, exc) from exc
-        await self._aput(conn)
-        return ok
-
-    async def aextend(self, lease: "Lease", seconds: float) -> bool:
-        conn = lease.handle
-        if isinstance(conn, psycopg.Connection):
-            return self.extend(lease, seconds)
-        if conn is None:
-            return False
-        try:
-            cur = await conn.execute(self._extend_sql(), (str(max(int(seconds * 1000), 1)),
-                                                          *_split(key_hash(lease.backend_key))))
-            return bool((await cur.fetchone())[1])
-        except psycopg.Error:
-            return False
-
-    async def ais_held(self, lease: "Lease") -> bool:
-        conn = lease.handle
-        if isinstance(conn, psycopg.Connection):
-            return self.is_held(lease)
-        if conn is None:
-            return False
-        try:
-            cur = await conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                                     "AND pid = pg_backend_pid() AND classid = %s AND objid = %s "
-                                     "AND objsubid = 1", _split(key_hash(lease.backend_key)))
-            return bool((await cur.fetchone())[0])
-        except psycopg.Error:
-            return False

@@ -12,12 +12,15 @@ releasing.  No KEYS/SCAN anywhere; all keys of one lock share a hash tag.
 URL query options (removed before the URL reaches redis-py): ``prefix``
 (default ``txnsafety``), ``recheck`` (seconds, default 1.0), ``claim`` (seconds a
 waiter handed the lock has to claim it, default 1.0: a waiter killed while queued
-delays the others by at most this plus ``recheck``).
+delays the others by at most this plus ``recheck``), ``timeout`` (connect and
+socket timeout in seconds, default 5: what one call to a stalled server costs).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import logging
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -25,17 +28,22 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.retry
+import redis.retry
+from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError
 
 from ..context import Priority
 from . import redis_scripts as lua
+from . import redis_topology as topology
 from .backend import AcquireRequest, Backend, Grant
 from .errors import BackendUnavailable, LockTimeout
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lease import Lease
 
-_OURS = ("prefix", "recheck", "claim")
+_OURS = ("prefix", "recheck", "claim", "timeout", "sentinel_password")
+log = logging.getLogger("txnsafety.locks")
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -78,11 +86,16 @@ class RedisBackend(Backend):
         self._redis_url, ours = _split_url(url)
         self.prefix = ours.get("prefix", "txnsafety")
         self.recheck = float(ours.get("recheck", "1.0"))
+        # connect and socket timeout: a stalled server costs at most this per call
+        self.timeout = float(ours.get("timeout", "5"))
+        if self.timeout <= 0:
+            raise ValueError("txnsafety: redis timeout must be positive")
         # how long a waiter handed the lock has to claim it (a dead waiter costs this much)
         self.claim_ms = int(float(ours.get("claim", "1.0")) * 1000)
         # a waiter that has not refreshed its queue entry for this long is dead
         self.alive_ms = int((self.recheck * 2 + 2) * 1000)
-        self.client = client or redis.Redis.from_url(self._redis_url)
+        self.topology = topology.parse(self._redis_url, ours)
+        self.client = client or topology.sync_client(self.topology, self._client_options(redis.retry))
         # this backend's constants are baked into the script text (fewer ARGV per call)
         self._scripts = tuple(lua.render(text, self.alive_ms, self.claim_ms)
                               for text in (lua.ACQUIRE, lua.RELEASE, lua.EXTEND, lua.CANCEL))
@@ -94,6 +107,22 @@ class RedisBackend(Backend):
         # by the client's own encoder so the bytes are exactly what it would have sent
         self._encode = self.client.get_encoder().encode
         self._wirecache: dict[str, tuple[bytes, ...]] = {}
+
+    @functools.cached_property
+    def name(self) -> str:
+        """The URL without credentials (all hosts of a Sentinel or Cluster URL)."""
+        return self.topology.name
+
+    def _client_options(self, retry_module: Any) -> dict[str, Any]:
+        """Bounded timeouts and no automatic retries (redis-py's defaults may change).
+
+        A retried release whose first reply was lost finds the lock already gone
+        and would look like a lost lease (a stomp); a retried acquire could hold
+        the lock past its caller's timeout.  The lock service decides instead:
+        an error is reported at once, a release in doubt as in doubt.
+        """
+        return {"retry": retry_module.Retry(NoBackoff(), 0), "retry_on_timeout": False,
+                "socket_timeout": self.timeout, "socket_connect_timeout": self.timeout}
 
     # -- key naming ------------------------------------------------------------------
     def keys_for(self, backend_key: str) -> tuple[list[str], str]:
@@ -130,7 +159,7 @@ class RedisBackend(Backend):
         loop = asyncio.get_running_loop()
         entry = self._async.get(loop)
         if entry is None:
-            client = redis.asyncio.Redis.from_url(self._redis_url)
+            client = topology.async_client(self.topology, self._client_options(redis.asyncio.retry))
             entry = (client, *(client.register_script(text) for text in self._scripts))
             self._async[loop] = entry
         return entry
@@ -159,7 +188,8 @@ class RedisBackend(Backend):
             return await script(keys=keys, args=args)
 
     def _pause(self, until: float, pttl: int) -> float:
-        pause = min(until - time.monotonic(), self.recheck)
+        # a BLPOP must answer well within the socket timeout, or it reads as a stall
+        pause = min(until - time.monotonic(), self.recheck, self.timeout / 2)
         if pttl > 0:
             pause = min(pause, pttl / 1000.0 + 0.002)
         return max(pause, 0.001)
@@ -196,7 +226,18 @@ class RedisBackend(Backend):
                 if isinstance(res, int):  # the fence: granted
                     return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
         except redis.RedisError as exc:
+            self._give_back_later(self._give_back, req.key, keys, args)
             raise self._unavailable(req.key, exc) from exc
+
+    def _give_back(self, key: str, keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> None:
+        """After a failed acquire: leave the queue, and release the lock if a script
+        whose reply was lost had granted it to this token (compare-and-delete)."""
+        try:
+            if isinstance(self._run(self._s_cancel, keys, (args[0], args[2])), int):
+                self._run(self._s_release, keys, (args[0],))
+        except Exception as exc:  # a thread of its own: nothing may escape (the client may be closed)
+            log.info("txnsafety: could not give back lock %r after a failed acquire "
+                     "(it ends with its lease): %r", key, exc)
 
     def release(self, lease: "Lease") -> bool:
         keys = self._wire(lease.backend_key)
@@ -275,6 +316,7 @@ class RedisBackend(Backend):
                     self._s_release(keys=keys, args=(args[0],))
                 raise
         except redis.RedisError as exc:
+            self._give_back_later(self._give_back, req.key, keys, args)
             raise self._unavailable(req.key, exc) from exc
 
     async def arelease(self, lease: "Lease") -> bool:

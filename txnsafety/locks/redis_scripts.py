@@ -3,7 +3,10 @@
 Keys of one lock share a hash tag, so the scripts are cluster-safe:
 
 * ``KEYS[1]`` lock hash ``{token, owner, fence}`` with a PEXPIRE (the lease);
-* ``KEYS[2]`` fence counter (INCR on every grant; never expires);
+* ``KEYS[2]`` fence counter (never expires): each grant sets it to the larger of
+  its value + 1 and the server's clock in microseconds, so a server that lost
+  the counter (restart without persistence, eviction) starts again above every
+  fence it handed out before -- see ``NEXT_FENCE``;
 * ``KEYS[3]`` / ``KEYS[4]`` interactive / batch wait queues (ZSET token -> arrival
   number: one more than the queue's last score, so ties never happen; see ACQUIRE);
 * ``KEYS[5]`` waiter hash ``token -> "alive_until_ms|lease_ms|owner"``;
@@ -19,6 +22,21 @@ acquirer that finds the lock expired) hands it straight to the head waiter --
 interactive before batch, each in arrival order -- and pushes that waiter's
 signal list, on which it is blocked in BLPOP.  A waiter that died stops
 refreshing ``alive_until`` and is skipped.
+"""
+
+# The next fence: max(counter + 1, server time in microseconds), stored back.
+# Lua numbers are doubles (exact below 2^53, about year 2255 in microseconds) and
+# redis.call would format a number argument as %.14g, so it is formatted here.
+NEXT_FENCE = r"""
+local function next_fence()
+  local t = redis.call('TIME')
+  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if f <= last then f = last + 1 end
+  local text = string.format('%.0f', f)
+  redis.call('SET', KEYS[2], text)
+  return f, text
+end
 """
 
 COMMON = r"""
@@ -67,8 +85,8 @@ local function unqueue(tok)
 end
 
 local function grant(tok, owner, lease_ms)
-  local fence = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], 'token', tok, 'owner', owner, 'fence', fence)
+  local fence, text = next_fence()
+  redis.call('HSET', KEYS[1], 'token', tok, 'owner', owner, 'fence', text)
   redis.call('PEXPIRE', KEYS[1], lease_ms)
   return fence
 end
@@ -81,7 +99,7 @@ local function handoff(h, info)
   unqueue(h)
   local fence = grant(h, owner, math.min(lease_ms, CLAIM_MS))
   local sig = sigprefix() .. h
-  redis.call('RPUSH', sig, fence)
+  redis.call('RPUSH', sig, '1')
   redis.call('PEXPIRE', sig, ALIVE_MS)
   return fence
 end
@@ -89,12 +107,12 @@ end
 
 # ARGV: token, owner, lease_ms, mode (priority 'i'|'b' then wait '0'|'1': 'i1', 'b0', ...)
 # -> fence (an integer) acquired | {0, holder_owner, holder_pttl}
-ACQUIRE = r"""
+ACQUIRE = NEXT_FENCE + r"""
 local tok = ARGV[1]
 if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
-  -- fast path (before the helper functions are even created): free, nobody queued
-  local fence = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[1], 'token', tok, 'owner', ARGV[2], 'fence', fence)
+  -- fast path (before the other helper functions are even created): free, nobody queued
+  local fence, text = next_fence()
+  redis.call('HSET', KEYS[1], 'token', tok, 'owner', ARGV[2], 'fence', text)
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return fence
 end
@@ -136,7 +154,7 @@ RELEASE = r"""
 if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[3], KEYS[4]) == 0 then return 1 end
-""" + COMMON + r"""
+""" + NEXT_FENCE + COMMON + r"""
 local h, info = head(now_ms())
 if h then handoff(h, info) end
 return 1
@@ -151,7 +169,7 @@ return 1
 
 # A waiter gives up.  ARGV: token, lease_ms
 # -> fence if it had been handed the lock (lease restarted now), else {0, owner, pttl}
-CANCEL = COMMON + r"""
+CANCEL = NEXT_FENCE + COMMON + r"""
 local tok = ARGV[1]
 unqueue(tok)
 redis.call('DEL', sigprefix() .. tok)

@@ -3,7 +3,9 @@
 python-redis-lock's renewal thread dies silently when an extend fails, and the
 holder goes on believing it holds the lock.  Here a failed renewal marks the
 lease LOST (so ``ensure_held()`` raises and the checker reports TXN104 at the
-write), logs an error and emits a ``lost`` metric.
+write), logs an error and emits a ``lost`` metric.  A renewal that could not
+reach the backend at all is retried while the lease lasts: the lease has not
+ended, and reporting it lost would be a false TXN104.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import asyncio
 import logging
 import threading
 
-from .errors import LockError
+from .errors import BackendUnavailable, LockError
 from .lease import Lease, LeaseState
 from .observe import emit
 
@@ -32,6 +34,18 @@ def _mark_lost(lease: Lease, why: str) -> None:
     emit("lost", key=lease.key, why=why)
 
 
+def _retry_later(lease: Lease, exc: BackendUnavailable) -> bool:
+    """A renewal that could not reach the backend (a stall, a cut) is in doubt, not
+    a lost lease: the lease still runs to its deadline, so try again at the next
+    interval.  Lost only once the deadline has passed unrenewed.  True: go on."""
+    if lease.remaining() > 0:
+        log.warning("txnsafety: renewal of lock %r failed, retrying while the lease lasts "
+                    "(%.3fs left): %s", lease.key, lease.remaining(), exc)
+        return True
+    _mark_lost(lease, f"renewal failed until the lease ended: {exc!r}")
+    return False
+
+
 class ThreadRenewer:
     """Renews a lease from a daemon thread until stopped."""
 
@@ -50,7 +64,10 @@ class ThreadRenewer:
                 return
             try:
                 lease.extend()
-            except (LockError, Exception) as exc:  # noqa: B014 - any failure loses the lease
+            except BackendUnavailable as exc:
+                if not _retry_later(lease, exc):
+                    return
+            except (LockError, Exception) as exc:  # noqa: B014 - any other failure loses the lease
                 _mark_lost(lease, f"renewal failed: {exc!r}")
                 return
 
@@ -77,6 +94,9 @@ class TaskRenewer:
                 return
             try:
                 await lease.aextend()
+            except BackendUnavailable as exc:
+                if not _retry_later(lease, exc):
+                    return
             except Exception as exc:
                 _mark_lost(lease, f"renewal failed: {exc!r}")
                 return

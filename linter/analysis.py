@@ -37,8 +37,8 @@ from .wrappers import with_wrappers
 
 __all__ = ["ModuleAnalyzer", "Prefilter", "analyze_project", "analyze_source", "source_lines"]
 
-#: a module that may declare its own transaction wrapper or unique keys (wrappers.py)
-_WRAPPER_HINT = re.compile(r"unique|primary_key|OneToOneField|atomic|begin|transaction|lock")
+#: a module that may declare its own transaction wrapper, unique keys or managers (wrappers.py)
+_WRAPPER_HINT = re.compile(r"unique|primary_key|OneToOneField|atomic|begin|transaction|lock|Manager|as_manager")
 
 
 def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = "",

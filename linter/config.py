@@ -136,6 +136,8 @@ class Config:
     #: project facts, not settings: model -> unique column sets (constraints.py), filled by
     #: the analysis from the models it sees
     unique_keys: dict = dataclasses.field(default_factory=dict)
+    #: manager attributes the project's models declare besides ``objects`` (``all``, ``live``)
+    managers: frozenset = frozenset()
 
     KEYS = ("gets", "puts", "locks", "transactions", "retrying_transactions", "side_effects",
             "versioned_models", "isolation", "enable", "disable",

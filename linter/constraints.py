@@ -187,3 +187,25 @@ def covered(keys: list[frozenset[str]], given: frozenset[str] | None) -> bool:
         return True            # the insert's values are not visible: the model's keys decide
     given = frozenset(map(column, given))
     return any(k <= given for k in keys)
+
+
+def manager_attributes(sources: Iterable[tuple[str, ast.AST]]) -> frozenset[str]:
+    """Names of the managers models declare besides ``objects``: ``all = ScopedManager()``,
+    ``active = ActiveManager()``, ``live = LiveQuerySet.as_manager()`` (``Model.all.get()``
+    reads a row as ``Model.objects.get()`` does)."""
+    found: set[str] = set()
+    for text, tree in sources:
+        if "Manager" not in text and "as_manager" not in text:
+            continue
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for stmt in cls.body:
+                if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+                        isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)):
+                    continue
+                func = stmt.value.func
+                while isinstance(func, ast.Call):          # ``Manager.from_queryset(QS)()``
+                    func = func.func
+                last = _last(func) if not isinstance(func, ast.Name) else func.id
+                if last.endswith("Manager") or last in ("as_manager", "from_queryset"):
+                    found.add(stmt.targets[0].id)
+    return frozenset(found)

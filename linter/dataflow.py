@@ -291,6 +291,13 @@ class FunctionAnalyzer:
                 return s
         return None
 
+    def manager_chain(self, names: list[str]) -> bool:
+        """``M.objects...``, ``M._default_manager...`` or a manager the project's models
+        declare (``OrderPosition.all.get()``)."""
+        if MANAGERS.intersection(names[1:]):
+            return True
+        return len(names) > 1 and names[1] in self.mod.cfg.managers and is_model_name(names[0])
+
     def protected_now(self) -> bool:
         """Is a check made now atomic with what follows in the same scopes?"""
         for s in self.stack:
@@ -500,7 +507,7 @@ class FunctionAnalyzer:
         if term in DJANGO_GET_TERMINALS and "get_queryset" in names and root_name == "self":
             return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), None, "django",
                       maybe_none=term in ("first", "last"))
-        if MANAGERS.intersection(names[1:]) or (root_name in self.querysets and len(names) >= 2):
+        if self.manager_chain(names) or (root_name in self.querysets and len(names) >= 2):
             if term in DJANGO_GET_TERMINALS or term in ("get_or_404",):
                 base = self.querysets.get(root_name)
                 if base is not None and base.for_update:
@@ -617,9 +624,14 @@ class FunctionAnalyzer:
             names, calls, root = chain(value)
             lazy = terminal(value) not in ("count", "exists", "create", "update", "delete", "aggregate") \
                 if isinstance(value, cst.Call) else True
-            if MANAGERS.intersection(names) and lazy:
-                fu = any(terminal(c) == "select_for_update" for c in calls)
-                model = root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None
+            base = self.querysets.get(root.value) if isinstance(root, cst.Name) else None
+            if (self.manager_chain(names) or (base is not None and len(names) >= 2)) and lazy:
+                # ``qs = M.objects.filter(..)``, and ``qs = qs.select_for_update()`` (even on one
+                # branch: the rows are read FOR UPDATE where it matters)
+                fu = any(terminal(c) == "select_for_update" for c in calls) or \
+                    (base is not None and base.for_update)
+                model = base.model if base is not None else \
+                    (root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None)
                 for t in targets:
                     if isinstance(t.target, cst.Name):
                         self.querysets[t.target.value] = GetInfo(model, model, None, "django",
@@ -844,14 +856,14 @@ class FunctionAnalyzer:
                     model = self.new_objects.get(arg.value)
             self.act(call, f"`{code_of(func)}()`", model, "create")
             return
-        if term in ("create", "bulk_create") and (MANAGERS.intersection(chain(call)[0]) or (
+        if term in ("create", "bulk_create") and (self.manager_chain(chain(call)[0]) or (
                 isinstance(chain(call)[2], cst.Name) and chain(call)[2].value in self.querysets)):
             if kwarg(call, "ignore_conflicts") is None and kwarg(call, "update_conflicts") is None:
                 root = chain(call)[2]
                 self.act(call, f"`{label(call.func)}()`",
                          root.value if isinstance(root, cst.Name) else None, "create")
             return
-        if term == "update" and (MANAGERS.intersection(chain(call)[0]) or
+        if term == "update" and (self.manager_chain(chain(call)[0]) or
                                  (chain(call)[2] is not None and
                                   isinstance(chain(call)[2], cst.Name) and
                                   chain(call)[2].value in self.querysets)):
@@ -1251,7 +1263,7 @@ class FunctionAnalyzer:
             info = self.querysets[it.value]
         elif isinstance(it, cst.Call) or isinstance(it, cst.Attribute):
             names, calls, root = chain(it)
-            if MANAGERS.intersection(names):
+            if self.manager_chain(names):
                 fu = any(terminal(c) == "select_for_update" for c in calls)
                 model = root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None
                 info = GetInfo(model, model, None, "django", for_update=fu)

@@ -31,7 +31,7 @@ import re
 from typing import Iterable
 
 from .config import LOCKS, TRANSACTIONS, Config, name_matches
-from .constraints import unique_keys
+from .constraints import manager_attributes, unique_keys
 
 _CONTEXT_MANAGER_DECORATORS = {"contextmanager", "asynccontextmanager"}
 #: cheap text test before any walk: a wrapper must name a transaction or a lock
@@ -133,14 +133,15 @@ def project_wrappers(sources: Iterable[tuple[str, ast.AST]], cfg: Config) -> tup
 
 def with_wrappers(cfg: Config, sources: Iterable[tuple[str, ast.AST]]) -> Config:
     """``cfg`` extended with what ``sources`` declare (a copy; ``cfg`` untouched): their
-    transaction and lock wrappers, and their models' unique keys (constraints.py)."""
+    transaction and lock wrappers, and their models' unique keys and managers (constraints.py)."""
     sources = list(sources)
     txns, locks = project_wrappers(sources, cfg)
     keys = unique_keys(sources)
-    if not txns and not locks and not keys:
+    managers = manager_attributes(sources)
+    if not txns and not locks and not keys and not managers:
         return cfg
     merged = dict(cfg.unique_keys)
     for model, found in keys.items():
         merged[model] = merged.get(model, []) + found
     return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
-                               unique_keys=merged)
+                               unique_keys=merged, managers=cfg.managers | managers)

@@ -221,7 +221,7 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
     methods: dict[str, list[tuple[str, FunctionAnalyzer]]] = {}
     for m in mods.values():
         for (cls, name), fa in m.methods.items():
-            if "self" in fa.param_writes and m.info.is_model_class(cls):
+            if ("self" in fa.param_writes or fa.deferred) and m.info.is_model_class(cls):
                 methods.setdefault(name, []).append((cls, fa))
     calls_seen = _method_callers(mods, methods, sites, files) if methods else {}
     ModuleAnalyzer.resolve_calls(list(mods.values()), sites, lookup,

@@ -1276,7 +1276,7 @@ class FunctionAnalyzer:
             if info.for_update:
                 fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)
                 if self.in_txn() is None and info.framework == "django":
-                    self.report(node, "TXN108", (
+                    self.report(node, "TXN108", deferrable=True, message=(
                         f"TXN108 lock outside transaction: select_for_update() evaluated at line "
                         f"{line} outside any transaction, so the row locks end at once; wrap the loop "
                         f"in transaction.atomic()"))

@@ -292,9 +292,13 @@ class ModuleAnalyzer:
                         changed = True
             if not changed:
                 break
+        seen: dict[int, int] = {}         # calls resolved, a method's calls of itself too
         for site, callee in resolved:
-            if callee is None or callee is site.caller:
+            if callee is None:
                 continue
+            seen[id(callee)] = seen.get(id(callee), 0) + 1
+            if callee is site.caller:
+                continue        # recursion: protected exactly when the outer call is
             callers.setdefault(id(callee), []).append(site)
             analyzers[id(callee)] = callee
             mod = site.caller.mod
@@ -311,7 +315,7 @@ class ModuleAnalyzer:
             if id(fa) in visiting:
                 return False
             sites = callers.get(id(fa), [])
-            if fa.is_method and complete is not None and not complete(fa, len(sites)):
+            if fa.is_method and complete is not None and not complete(fa, seen.get(id(fa), 0)):
                 memo[key] = False
                 return False        # a call the analysis did not see may hold no protection
             ok = bool(sites) and all(

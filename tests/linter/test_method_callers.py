@@ -70,3 +70,32 @@ def test_a_call_the_analysis_cannot_judge_keeps_the_method_reported():
     other = "def f(d):\n    return d.verify_token(1)\n"
     found = lint(models=MODELS, views=HEADER + LOCKED_CALLER, other=other)
     assert [code for _l, code, _m in found["models.py"]] == ["TXN106"]
+
+
+DISMISS = textwrap.dedent("""\
+    from django.db import models
+
+
+    class Check(models.Model):
+        dismissed = models.BooleanField()
+
+        def set_dismiss(self, state, recurse=True):
+            if recurse:
+                for child in Check.objects.select_for_update().filter(name=self.name):
+                    child.set_dismiss(state, recurse=False)
+    """)
+ATOMIC_VIEW = textwrap.dedent("""\
+    @transaction.atomic
+    def ignore_check(request, pk):
+        check = Check.objects.get(pk=pk)
+        check.set_dismiss(True)
+    """)
+
+
+def test_a_lock_in_a_method_whose_only_caller_is_atomic_is_fine_its_recursion_included():
+    alone = lint(models=DISMISS)
+    assert [code for _l, code, _m in alone["models.py"]] == ["TXN108"]
+    header = HEADER.replace("Device", "Check")
+    assert lint(models=DISMISS, views=header + ATOMIC_VIEW) == {}
+    outside = ATOMIC_VIEW.replace("@transaction.atomic\n", "")
+    assert [code for _l, code, _m in lint(models=DISMISS, views=header + outside)["models.py"]] == ["TXN108"]

@@ -8,6 +8,8 @@ nested functions) so the dataflow paths are exercised, not only the parser.
 from __future__ import annotations
 
 import ast
+import collections
+import os
 import warnings
 
 import hypothesmith
@@ -15,9 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter
+from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter, analyze_project
+from txnsafety_lint.callers import quiet_functions
 from txnsafety_lint.config import Config
 from txnsafety_lint.flake8_plugin import Plugin
+from txnsafety_lint.roles import classify
 
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
 
@@ -32,7 +36,11 @@ class OpenPrefilter(Prefilter):
 
 CFG = Config().update({"enable": ["TXN109"], "side-effects-in-any-transaction": True})
 PREFILTER = OpenPrefilter(CFG)
-FUZZ = settings(max_examples=50, deadline=None,
+#: ``benchmarks/fuzz_linter.py`` runs these tests with many more examples
+SCALE = int(os.environ.get("TXNSAFETY_FUZZ_SCALE", "1"))
+#: programs analysed, by source (the benchmark prints them)
+RUNS: collections.Counter = collections.Counter()
+FUZZ = settings(max_examples=50 * SCALE, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                        HealthCheck.data_too_large])
 
@@ -43,7 +51,9 @@ def analyse(source: str) -> None:
             warnings.simplefilter("ignore")
             tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
+        RUNS["not Python"] += 1
         return
+    RUNS["analysed"] += 1
     findings = ModuleAnalyzer(source, tree, CFG, "fuzz.py", PREFILTER).run()
     for f in findings:
         assert f.line >= 1 and f.message.startswith(f.code)
@@ -55,7 +65,7 @@ def test_grammar_programs(source):
     analyse(source)
 
 
-@settings(FUZZ, max_examples=20)
+@settings(FUZZ, max_examples=20 * SCALE)
 @given(hypothesmith.from_node())
 def test_node_programs(source):
     analyse(source)
@@ -120,7 +130,7 @@ PROGRAMS = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150 * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PROGRAMS)
 def test_vocabulary_programs(source):
     analyse(source)
@@ -128,3 +138,21 @@ def test_vocabulary_programs(source):
         warnings.simplefilter("ignore")
         tree = ast.parse(source)
     list(Plugin(tree, "fuzz.py", source.splitlines(True)).run())
+
+
+@settings(max_examples=30 * SCALE, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(PROGRAMS, min_size=2, max_size=4))
+def test_vocabulary_projects(sources):
+    """Several generated modules as one project: imports across them, helpers and their
+    callers, the call-graph summary of quiet callers."""
+    files = []
+    for i, source in enumerate(sources):
+        path = ("app/tests/test_m.py" if i == 0 else f"app/m{i}.py")
+        text = source + f"\nfrom app.m{(i + 1) % len(sources)} import helper, view\n"
+        files.append((path, text, ast.parse(text)))
+    RUNS["projects"] += 1
+    found = analyze_project(files, CFG, ["."])
+    quiet_functions([(p, t) for p, _s, t in files], {p: classify(p) for p, _s, _t in files})
+    for path, findings in found.items():
+        assert all(f.line >= 1 and f.message.startswith(f.code) for f in findings), path

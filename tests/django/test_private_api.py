@@ -102,9 +102,31 @@ def test_refresh_from_db_loads_through_a_temporary_from_db_instance(sqlite_db):
         "refresh_from_db's temporary instance", HOOKS)
 
 
+def test_save_goes_through_save_base_with_its_update_fields(sqlite_db):
+    # hooks._save_base judges every save() (not the pre_save signal, which apps send by hand).
+    assert Model.save_base is hooks._save_base, "the save hook is not installed"
+    source = inspect.getsource(hooks._originals["Model.save_base"])
+    assert "def save_base(" in source and "update_fields=None" in source, _moved("Model.save_base", HOOKS)
+    calls = []
+    original = hooks._originals["Model.save_base"]
+
+    def spy(self, *args, **kwargs):
+        calls.append(kwargs.get("update_fields"))
+        return original(self, *args, **kwargs)
+
+    hooks._originals["Model.save_base"] = spy
+    try:
+        import txnsafety
+        with txnsafety.suppress(reason="only the call is under test"):
+            Account.objects.get(pk=1).save(update_fields=["note"])
+    finally:
+        hooks._originals["Model.save_base"] = original
+    assert [set(c) for c in calls] == [{"note"}], _moved("save()'s call of save_base", HOOKS)
+
+
 def test_pre_save_is_sent_before_save_base_opens_its_own_atomic(sqlite_db):
-    # hooks._pre_save judges the write in the caller's transaction; save_base opens an atomic
-    # block for multi-table inheritance *after* sending pre_save.
+    # hooks._save_base judges the write in the caller's transaction, before save_base sends
+    # pre_save and then opens an atomic block for multi-table inheritance.
     from django.db.models.signals import pre_save
     states = []
 

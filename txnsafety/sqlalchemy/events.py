@@ -49,7 +49,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
-from sqlalchemy.orm.base import DEFAULT_STATE_ATTR
+from sqlalchemy.orm.base import DEFAULT_STATE_ATTR, NEVER_SET, NO_VALUE
 from sqlalchemy.sql.elements import ClauseElement
 
 from .. import checker, context, policies
@@ -58,6 +58,7 @@ from ..context import Transaction, current_scope, new_transaction
 from ..policies import Policy, policy_of
 from ..report import StompingError
 from ..sites import sites_wanted, user_site, wants_site
+from ..values import NOT_LOADED, looks_derived
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
@@ -112,7 +113,7 @@ class SessionState:
 # -- per-class facts, computed once ------------------------------------------------
 
 class _ClassInfo:
-    __slots__ = ("versioned", "columns", "loaded_columns", "equality")
+    __slots__ = ("versioned", "columns", "loaded_columns", "equality", "relations", "tables")
 
     def __init__(self, cls: type) -> None:
         from sqlalchemy import inspect
@@ -123,6 +124,11 @@ class _ClassInfo:
         #: column key -> the attribute's own equality: what the flush compares a set value
         #: with the loaded one by (``AttributeImpl.is_equal``, private; pinned by test).
         self.equality = {key: mapper.class_manager[key].impl.is_equal for key in self.columns}
+        #: foreign-key columns: assigning one points at another row, it is not arithmetic
+        self.relations = frozenset(prop.key for prop in mapper.column_attrs
+                                   if any(column.foreign_keys for column in prop.columns))
+        #: the tables of the class (a FOR UPDATE OF names tables)
+        self.tables = frozenset(mapper.tables)
 
 
 _classes: dict[type, _ClassInfo] = {}
@@ -347,10 +353,12 @@ def _begin_statement(context: Any, cls: type) -> Any:
         attributes[_READS_KEY] = _UNCHECKED
         return None
     txn = session_state.txn
-    for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
+    for_update_arg = getattr(context.query, "_for_update_arg", None)  # private; pinned by test
+    for_update = for_update_arg is not None
     statement = (scope.token, next(scope._clock), txn, leases,
                  for_update and not session_state.ignores_for_update,  # SQLite renders no FOR UPDATE
-                 for_update and txn is None)  # TXN108, whatever the policy
+                 for_update and txn is None,  # TXN108, whatever the policy
+                 _locked_tables(for_update_arg))
     read = _read_for(statement, cls)
     attributes[_READS_KEY] = [cls, read, None, statement]
     return read
@@ -372,7 +380,7 @@ def _read_for(statement: tuple[Any, ...], cls: type) -> Any:
     ``(request token, tick, transaction, leases, site, for_update)``, a :class:`ReadStamp`
     without the entity and with the request's token first; None when ``cls`` is not
     checked; ``_LOCKED_OUTSIDE`` for TXN108."""
-    token, tick, txn, leases, for_update, locked_outside = statement
+    token, tick, txn, leases, for_update, locked_outside, of = statement
     if locked_outside:
         return _LOCKED_OUTSIDE
     policy = _cached_policy(cls, _MISSING)
@@ -380,8 +388,26 @@ def _read_for(statement: tuple[Any, ...], cls: type) -> Any:
         policy = policy_of(cls)
     if policy is None and not settings.strict:
         return None
+    if for_update and of is not None:
+        # FOR UPDATE OF ...: only the rows of the tables named are locked (a joined eager
+        # load of another class is read, not locked)
+        for_update = not of.isdisjoint((_classes.get(cls) or _info(cls)).tables)
     site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
     return (token, tick, txn, leases, site, for_update)
+
+
+def _locked_tables(for_update_arg: Any) -> frozenset[Any] | None:
+    """The tables a ``FOR UPDATE OF`` names (None: no OF, every table of the FROM is locked)."""
+    of = getattr(for_update_arg, "of", None) if for_update_arg is not None else None
+    if not of:
+        return None
+    tables = set()
+    for element in of:
+        table = getattr(element, "table", None)  # a column: its table
+        tables.add(element if table is None else table)
+        for parent in getattr(element, "_cloned_set", ()) or ():  # an alias of a table
+            tables.add(parent)
+    return frozenset(tables)
 
 
 #: A statement's read of rows FOR UPDATE with no transaction (each row goes to record_read).
@@ -523,16 +549,31 @@ def _judge_update(state: Any) -> None:
         return
     if entry is None:
         _earlier_read(obj, cls, state)
-    if not changed:
-        # only SQL expressions (``n = Model.n + 1``): atomic, cannot stomp (but a re-write of
-        # a written-once row, TXN110, is one whoever computes the value); still remembered
-        checker.write(scope, obj, cls, policy, _key(state), frozenset(atomic), False,
+    sent = frozenset(changed + atomic)
+    derived = _from_read(state.dict, committed, changed, info.relations)
+    if not derived:
+        # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
+        # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once
+        # row, TXN110, is one whoever computes the value); still remembered
+        checker.write(scope, obj, cls, policy, _key(state), sent, False,
                       session_state.txn, True, None, _WRITE_DEPTH)
         return
     if session_state.locks and not info.versioned:
         _stale_lock(obj, cls, session_state)
-    checker.write(scope, obj, cls, policy, _key(state), frozenset(changed), False,
-                  session_state.txn, info.versioned, None, _WRITE_DEPTH)
+    checker.write(scope, obj, cls, policy, _key(state), frozenset(derived), False,
+                  session_state.txn, info.versioned, None, _WRITE_DEPTH, sent=sent)
+
+
+def _from_read(values: dict[str, Any], committed: dict[str, Any], changed: list[str],
+               relations: frozenset[str]) -> list[str]:
+    """The changed columns whose new value may be computed from the loaded one
+    (``committed`` holds what was loaded; ``NO_VALUE`` when the column never was)."""
+    return [key for key in changed
+            if looks_derived(values.get(key), _loaded(committed.get(key, NO_VALUE)), relation=key in relations)]
+
+
+def _loaded(value: Any) -> Any:
+    return NOT_LOADED if value is NO_VALUE or value is NEVER_SET else value
 
 
 def _changed_columns(values: dict[str, Any], committed: dict[str, Any],

@@ -101,7 +101,7 @@ def reset_rows(alias: str) -> None:
         for model in _framework_models()[::-1]:
             model._base_manager.using(alias).all().delete()
         for model in (m.Restaurant, m.Place, m.Account, m.Counter, m.VersionedCounter, m.Doc, m.Wallet,
-                      m.Plain, m.Customized, m.Country, m.AuditEntry, m.DailyStat):
+                      m.Plain, m.Customized, m.Country, m.AuditEntry, m.DailyStat, m.Profile):
             model._base_manager.using(alias).all().delete()
         m.Account.objects.using(alias).bulk_create(
             [m.Account(pk=i, owner=f"owner{i}", balance=100) for i in (1, 2, 3)])
@@ -115,6 +115,7 @@ def reset_rows(alias: str) -> None:
         m.Country.objects.using(alias).create(pk=1, name="NZ")
         m.AuditEntry.objects.using(alias).create(pk=1, text="created")
         m.DailyStat.objects.using(alias).create(pk=1, total=0)
+        m.Profile.objects.using(alias).create(pk=1, visits=0, nickname="ann")
     connections[alias].close()
 
 

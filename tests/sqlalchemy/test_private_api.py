@@ -259,3 +259,28 @@ def test_the_flush_hook_sees_what_the_update_sends(engine):
             session.rollback()
     finally:
         event.remove(engine, "before_cursor_execute", capture)
+
+
+def test_session_merge_goes_through_session__merge_once_per_object(engine):
+    """``merge.py`` wraps ``Session._merge(state, state_dict, **kw) -> merged object``."""
+    import inspect as pyinspect
+
+    from txnsafety.sqlalchemy import merge
+    params = list(pyinspect.signature(merge._original_merge).parameters)
+    assert params[:3] == ["self", "state", "state_dict"], "Session._merge changed its signature"
+    seen = []
+    original = merge._original_merge
+
+    def spy(self, state, state_dict, **kwargs):
+        result = original(self, state, state_dict, **kwargs)
+        seen.append((state.obj(), result))
+        return result
+
+    merge._original_merge = spy
+    try:
+        with Session(engine) as session:
+            copy = Account(id=1, balance=5)
+            merged = session.merge(copy)
+    finally:
+        merge._original_merge = original
+    assert seen == [(copy, merged)], "Session.merge() no longer calls Session._merge for the object"

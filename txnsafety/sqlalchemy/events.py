@@ -653,6 +653,9 @@ _MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
 )
 _install_lock = threading.Lock()
 _installed = False
+#: (install, uninstall) of the patches other modules of the integration add (merge.py),
+#: installed and removed with the mapper listeners.
+_PATCHES: list[tuple[Any, Any]] = []
 
 
 def _install_mapper_events() -> None:
@@ -663,6 +666,8 @@ def _install_mapper_events() -> None:
         for name, fn, kw in _MAPPER_EVENTS:
             event.listen(Mapper, name, fn, **kw)
         checker.add_deferred_reads(_instance_reads)
+        for install, _ in _PATCHES:
+            install()
         _installed = True
 
 
@@ -675,6 +680,8 @@ def _uninstall_mapper_events() -> None:
         for name, fn, _kw in _MAPPER_EVENTS:
             event.remove(Mapper, name, fn)
         checker.remove_deferred_reads(_instance_reads)
+        for _, uninstall in _PATCHES:
+            uninstall()
         _installed = False
 
 

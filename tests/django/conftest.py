@@ -101,7 +101,8 @@ def reset_rows(alias: str) -> None:
         for model in _framework_models()[::-1]:
             model._base_manager.using(alias).all().delete()
         for model in (m.Restaurant, m.Place, m.Account, m.Counter, m.VersionedCounter, m.Doc, m.Wallet,
-                      m.Plain, m.Customized, m.Country, m.AuditEntry, m.DailyStat, m.Profile):
+                      m.Plain, m.Customized, m.Country, m.AuditEntry, m.DailyStat, m.Profile,
+                      m.Signup, m.Redemption):
             model._base_manager.using(alias).all().delete()
         m.Account.objects.using(alias).bulk_create(
             [m.Account(pk=i, owner=f"owner{i}", balance=100) for i in (1, 2, 3)])

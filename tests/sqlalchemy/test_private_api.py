@@ -269,18 +269,50 @@ def test_session_merge_goes_through_session__merge_once_per_object(engine):
     params = list(pyinspect.signature(merge._original_merge).parameters)
     assert params[:3] == ["self", "state", "state_dict"], "Session._merge changed its signature"
     seen = []
-    original = merge._original_merge
+    installed = Session._merge
 
     def spy(self, state, state_dict, **kwargs):
-        result = original(self, state, state_dict, **kwargs)
+        result = merge._original_merge(self, state, state_dict, **kwargs)
         seen.append((state.obj(), result))
         return result
 
-    merge._original_merge = spy
+    Session._merge = spy
     try:
         with Session(engine) as session:
             copy = Account(id=1, balance=5)
             merged = session.merge(copy)
     finally:
-        merge._original_merge = original
+        Session._merge = installed
     assert seen == [(copy, merged)], "Session.merge() no longer calls Session._merge for the object"
+
+
+def test_one_row_accessors_go_through_result_only_one_row(engine):
+    """``lookups.py`` wraps ``ResultInternal._only_one_row``: ``first()``, ``scalar()``,
+    ``scalar_one_or_none()`` (of Result and ScalarResult) must call it, with an ORM
+    result's ``context.query`` the statement and a Core result's ``context.compiled``."""
+    from sqlalchemy import func
+    from sqlalchemy.engine import result as sa_result
+
+    from txnsafety.sqlalchemy import lookups
+    seen = []
+    installed = sa_result.ResultInternal._only_one_row
+
+    def spy(self, *args, **kwargs):
+        row = lookups._original(self, *args, **kwargs)
+        real = getattr(self, "_real_result", None) or self
+        statement = getattr(real.context, "query", None)
+        seen.append(statement if statement is not None else real.context.compiled.statement)
+        return row
+
+    sa_result.ResultInternal._only_one_row = spy
+    try:
+        with Session(engine) as session:
+            stmt = select(Account).where(Account.id == 99)
+            session.scalars(stmt).first()
+            session.execute(stmt).scalar_one_or_none()
+            count = select(func.count()).select_from(Account)
+            session.scalar(count)
+    finally:
+        sa_result.ResultInternal._only_one_row = installed
+    assert len(seen) == 3, "a one-row accessor no longer goes through ResultInternal._only_one_row"
+    assert seen[0].whereclause is not None and seen[1].whereclause is not None

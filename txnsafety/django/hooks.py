@@ -54,7 +54,7 @@ from django.db import DEFAULT_DB_ALIAS, router, transaction as dj_transaction
 from django.db.models import Model
 from django.db.models.query import ModelIterable, QuerySet
 
-from .. import context, policies
+from .. import check_then_act, context, policies
 from ..checker import guarded, model_name, read_stamp, record_read, restamp, stamp, write, write_policy
 from ..codes import Code
 from ..config import settings
@@ -62,7 +62,7 @@ from ..context import current_scope
 from ..policies import Policy, policy_of
 from ..report import StompingError, Violation, report
 from ..sites import sites_wanted, user_site, user_trace, wants_site
-from . import saves, transactions as txns
+from . import lookups, saves, transactions as txns
 from .transactions import transaction_for
 
 log = logging.getLogger("txnsafety")
@@ -206,6 +206,8 @@ def _for_update_rows(iterable: ModelIterable, rows: Iterator[Any]) -> Iterator[A
     # FOR UPDATE locks the rows of every table joined in (select_related) unless OF limits it
     # (PostgreSQL, MySQL, Oracle; SQLite has no FOR UPDATE, its transactions serialize anyway).
     joined = query.select_related if txn is not None and _locks_joins(queryset.db) else False
+    if txn is not None and scope is not None:
+        check_then_act.note_row_lock(scope, txn)  # a check after it is serialized (TXN105)
     for obj in rows:
         if txn is not None and scope is not None:
             if not locks_self:
@@ -312,6 +314,8 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
         key = row_key(instance.pk, using)
         sent = _field_names(cls, fields)
         written = sent
+        if created and scope.lookups:  # an insert after a check of this request? (TXN105)
+            lookups.inserted(scope, instance, cls, using, key, frame if frame is not None else sys._getframe(1))
         if not created:
             if id(instance) not in scope.stamps:
                 _earlier_read(scope, instance)
@@ -443,6 +447,7 @@ def install() -> None:
         dj_transaction.Atomic.__enter__ = _atomic_enter  # type: ignore[method-assign]
         functools.update_wrapper(_save_base, _originals["Model.save_base"])
         Model.save_base = _save_base  # type: ignore[method-assign]
+        lookups.install()
         _installed = True
 
 
@@ -470,6 +475,7 @@ def uninstall() -> None:
             model.from_db = own  # type: ignore[attr-defined]
         _wrapped_from_db.clear()
         Model.save_base = _originals["Model.save_base"]  # type: ignore[method-assign]
+        lookups.uninstall()
         _installed = False
 
 

@@ -52,7 +52,7 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 from sqlalchemy.orm.base import DEFAULT_STATE_ATTR, NEVER_SET, NO_VALUE
 from sqlalchemy.sql.elements import ClauseElement
 
-from .. import checker, context, policies
+from .. import check_then_act, checker, context, policies
 from ..config import settings
 from ..context import Transaction, current_scope, new_transaction
 from ..policies import Policy, policy_of
@@ -190,11 +190,10 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
         checker.log.exception("txnsafety: could not determine the isolation of %r", connection)
         verdict = Verdict(True, "unknown", False, connection.dialect.name, "")
     state.join(verdict)
-    if verdict.dialect not in IGNORES_FOR_UPDATE:
-        # FOR UPDATE statements are seen on the connection (engine event, below): tell this
-        # Connection (one checkout, not the pooled DBAPI connection, which other code reuses
-        # later) whose transaction it runs.  (SQLite: no such event, nobody asks.)
-        connection.__dict__[_CONN_KEY] = weakref.ref(state)
+    # FOR UPDATE statements (engine event, below) and Core checks (lookups.py) are seen on the
+    # connection: tell this Connection (one checkout, not the pooled DBAPI connection, which
+    # other code reuses later) whose transaction it runs.
+    connection.__dict__[_CONN_KEY] = weakref.ref(state)
     engine = connection.engine
     if not engine.__dict__.get(_MARK):
         # Dialects that render no FOR UPDATE (SQLite) take no row locks: nothing to note
@@ -236,6 +235,7 @@ def _note_lock(conn: Any, clauseelement: Any) -> None:
         return
     if classes and not state.ignores_for_update:
         state.locks.append((scope.tick(), classes))
+        check_then_act.note_row_lock(scope, state.txn)  # a check after it is serialized (TXN105)
 
 
 #: Stands for "rows of this model" when reporting a FOR UPDATE statement itself.
@@ -618,6 +618,9 @@ def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
     checked = _checked_write(scope, state)
     if checked is not None:
         session_state, cls, policy = checked
+        if scope.lookups:  # an insert after a check of this request? (TXN105)
+            for hook in _INSERT_HOOKS:
+                hook(scope, state, cls, session_state.txn, _key(state))
         checker.write(scope, state.obj(), cls, policy, _key(state), None, True, session_state.txn, False,
                       None, _WRITE_DEPTH)
 
@@ -653,9 +656,11 @@ _MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
 )
 _install_lock = threading.Lock()
 _installed = False
-#: (install, uninstall) of the patches other modules of the integration add (merge.py),
-#: installed and removed with the mapper listeners.
+#: (install, uninstall) of the patches other modules of the integration add (merge.py,
+#: lookups.py), installed and removed with the mapper listeners.
 _PATCHES: list[tuple[Any, Any]] = []
+#: Called for each insert when the request made checks: ``(scope, state, class, txn, key)``.
+_INSERT_HOOKS: list[Any] = []
 
 
 def _install_mapper_events() -> None:

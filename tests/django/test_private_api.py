@@ -157,3 +157,31 @@ def test_postgresql_isolation_level_enum():
     from django.db.backends.postgresql.psycopg_any import IsolationLevel
     moved = _moved("psycopg_any.IsolationLevel", TXNS)
     assert IsolationLevel.REPEATABLE_READ.name == "REPEATABLE_READ", moved
+
+
+def test_get_raises_does_not_exist_from_its_own_frame_with_the_queryset_in_clone(sqlite_db):
+    # lookups.py catches DoesNotExist where it is made: the raising frame is QuerySet.get's,
+    # its local ``clone`` the filtered queryset.
+    from django.core.exceptions import ObjectDoesNotExist
+
+    from txnsafety.django import lookups
+    seen = []
+    installed = ObjectDoesNotExist.__dict__.get("__init__")
+
+    def spy(self, *args):
+        frame = __import__("sys")._getframe(1)
+        seen.append((frame.f_code is lookups._GET_CODE, frame.f_locals.get("clone")))
+        Exception.__init__(self, *args)
+
+    ObjectDoesNotExist.__init__ = spy
+    try:
+        with pytest.raises(Account.DoesNotExist):
+            Account.objects.filter(owner="nobody").get(balance=3)
+    finally:
+        if installed is None:
+            del ObjectDoesNotExist.__init__
+        else:
+            ObjectDoesNotExist.__init__ = installed
+    ((own_frame, clone),) = seen
+    assert own_frame and isinstance(clone, QuerySet), _moved("QuerySet.get's raise of DoesNotExist", "lookups.py")
+    assert {c.lhs.target.attname for c in clone.query.where.children} == {"owner", "balance"}

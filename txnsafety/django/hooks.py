@@ -205,7 +205,8 @@ def _for_update_rows(iterable: ModelIterable, rows: Iterator[Any]) -> Iterator[A
     locks_self = not of or "self" in of
     # FOR UPDATE locks the rows of every table joined in (select_related) unless OF limits it
     # (PostgreSQL, MySQL, Oracle; SQLite has no FOR UPDATE, its transactions serialize anyway).
-    joined = query.select_related if txn is not None and _locks_joins(queryset.db) else False
+    joined = query.select_related if txn is not None and query.select_related and _locks_joins(queryset.db) \
+        else False
     if txn is not None and scope is not None:
         check_then_act.note_row_lock(scope, txn)  # a check after it is serialized (TXN105)
     for obj in rows:
@@ -382,8 +383,8 @@ def _save_base(self: Model, raw: bool = False, force_insert: Any = False, force_
     """``Model.save_base``: judge the write (not ``raw`` fixture loading, nor Django's
     auto-created many-to-many rows, which send no ``pre_save`` either)."""
     if not raw and settings.enabled and _get_state()[0] is not None and not self._meta.auto_created:
-        judge_write(self, using or router.db_for_write(type(self), instance=self), update_fields,
-                    frame=sys._getframe(1))
+        # ``using``: save() has asked the router already (a direct call: the instance's database)
+        judge_write(self, using, update_fields, frame=sys._getframe(1))
     return _originals["Model.save_base"](self, raw=raw, force_insert=force_insert, force_update=force_update,
                                          using=using, update_fields=update_fields)
 

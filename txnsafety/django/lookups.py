@@ -3,8 +3,9 @@
 A check is a queryset evaluation keyed on exact column values of its model that
 found nothing: ``get()`` raising ``DoesNotExist``, ``exists()`` false, ``first()`` /
 ``last()`` returning None, or any ``count()`` (compared with a limit).  The public
-methods are wrapped (``aget``, ``aexists``... run them through ``sync_to_async``);
-each costs one call and one test of its result when nothing is found wanting.  The
+methods are wrapped (``aexists``... run them through ``sync_to_async``); each costs one
+call and one test of its result.  ``get()`` is not: ``DoesNotExist`` is caught where it
+is made, so a ``get()`` that finds its row costs nothing.  The
 keys are the ``AND``-ed exact lookups on the model's own columns
 (``filter(email=e, tenant=t)``; a foreign key by its id); a lookup through a join
 is no key.  ``get_or_create()`` / ``update_or_create()`` make their own lookup and
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, QuerySet
 from django.db.models.expressions import Col
 from django.db.models.lookups import Exact
@@ -75,13 +78,20 @@ def _check(queryset: QuerySet, kind: str) -> None:
         log.exception("txnsafety: internal error while noting a check (the request goes on)")
 
 
-def _get(self: QuerySet, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return _originals["get"](self, *args, **kwargs)
-    except self.model.DoesNotExist:
-        if settings.enabled and _get_state()[0] is not None and not self.query.combinator:
-            _check(self.filter(*args, **kwargs) if args or kwargs else self, "DoesNotExist")
-        raise
+def _does_not_exist(self: Exception, *args: Any, **kwargs: Any) -> None:
+    """``ObjectDoesNotExist.__init__``: a ``get()`` found nothing.  Wrapping the exception
+    instead of ``get()`` costs nothing when ``get()`` finds its row (nearly always); the
+    queryset is ``get()``'s own local ``clone`` (private; pinned by test_private_api.py)."""
+    Exception.__init__(self, *args, **kwargs)
+    if settings.enabled and _get_state()[0] is not None:
+        frame = sys._getframe(1)
+        if frame.f_code is _GET_CODE:
+            clone = frame.f_locals.get("clone")
+            if isinstance(clone, QuerySet) and not clone.query.combinator:
+                _check(clone, "DoesNotExist")
+
+
+_GET_CODE = QuerySet.get.__code__
 
 
 def _exists(self: QuerySet) -> bool:
@@ -121,7 +131,7 @@ def _update_or_create(self: QuerySet, *args: Any, **kwargs: Any) -> Any:
         return _originals["update_or_create"](self, *args, **kwargs)
 
 
-_WRAPPERS = {"get": _get, "exists": _exists, "first": _first, "last": _last, "count": _count,
+_WRAPPERS = {"exists": _exists, "first": _first, "last": _last, "count": _count,
              "get_or_create": _get_or_create, "update_or_create": _update_or_create}
 
 
@@ -134,12 +144,15 @@ def install() -> None:
         _originals[name] = original
         functools.update_wrapper(wrapper, original)
         setattr(QuerySet, name, wrapper)
+    ObjectDoesNotExist.__init__ = _does_not_exist  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
     for name, original in _originals.items():
         setattr(QuerySet, name, original)
     _originals.clear()
+    if ObjectDoesNotExist.__dict__.get("__init__") is _does_not_exist:
+        del ObjectDoesNotExist.__init__
 
 
 # -- the insert ---------------------------------------------------------------------------

@@ -549,13 +549,13 @@ def _judge_update(state: Any) -> None:
         return
     if entry is None:
         _earlier_read(obj, cls, state)
-    sent = frozenset(changed + atomic)
+    sent = changed + atomic if atomic else changed  # for the report only
     derived = _from_read(state.dict, committed, changed, info.relations)
     if not derived:
         # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
         # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once
         # row, TXN110, is one whoever computes the value); still remembered
-        checker.write(scope, obj, cls, policy, _key(state), sent, False,
+        checker.write(scope, obj, cls, policy, _key(state), frozenset(sent), False,
                       session_state.txn, True, None, _WRITE_DEPTH)
         return
     if session_state.locks and not info.versioned:
@@ -568,8 +568,17 @@ def _from_read(values: dict[str, Any], committed: dict[str, Any], changed: list[
                relations: frozenset[str]) -> list[str]:
     """The changed columns whose new value may be computed from the loaded one
     (``committed`` holds what was loaded; ``NO_VALUE`` when the column never was)."""
-    return [key for key in changed
-            if looks_derived(values.get(key), _loaded(committed.get(key, NO_VALUE)), relation=key in relations)]
+    derived = []
+    for key in changed:
+        value, loaded = values.get(key), committed.get(key, NO_VALUE)
+        if type(value) in _NUMBERS and type(loaded) in _NUMBERS and key not in relations:
+            derived.append(key)  # the common case, arithmetic on a number: no call
+        elif looks_derived(value, _loaded(loaded), relation=key in relations):
+            derived.append(key)
+    return derived
+
+
+_NUMBERS = frozenset({int, float})
 
 
 def _loaded(value: Any) -> Any:

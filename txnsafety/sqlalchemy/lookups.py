@@ -31,11 +31,14 @@ from . import events
 _get_state = context._state.get
 _original = sa_result.ResultInternal._only_one_row
 _own = "_only_one_row" in sa_result.ResultInternal.__dict__  # SQLAlchemy 2.1 inherits it (compiled)
+_Row = sa_result.Row
 
 
-def _only_one_row(self: Any, *args: Any, **kwargs: Any) -> Any:
-    row = _original(self, *args, **kwargs)
-    if (row is None or row is False or type(row) is int or (type(row) is sa_result.Row and len(row) == 1)) \
+def _only_one_row(self: Any, raise_for_second_row: bool, raise_for_none: bool, scalar: bool) -> Any:
+    """Every ``first()``, ``scalar()``, ``one_or_none()``... (and ``Session.get``): one call and
+    a type test when a row is found, so the parameters are spelled out (no ``**kwargs``)."""
+    row = _original(self, raise_for_second_row, raise_for_none, scalar)
+    if (row is None or row is False or type(row) is int or (type(row) is _Row and len(row) == 1)) \
             and settings.enabled and _get_state()[0] is not None:
         try:
             _check(self, row)
@@ -47,7 +50,7 @@ def _only_one_row(self: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _check(result: Any, row: Any) -> None:
-    if type(row) is sa_result.Row:
+    if type(row) is _Row:
         row = row[0]
         if row is not False and type(row) is not int:
             return

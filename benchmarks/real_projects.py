@@ -41,6 +41,7 @@ class Project:
     tests: str = "tests"               # test path inside the sdist
     requirements: tuple[str, ...] = ()  # test requirements (the project itself is installed too)
     env: dict[str, str] = field(default_factory=dict)
+    pytest_args: tuple[str, ...] = ()
 
 
 PROJECTS = (
@@ -48,9 +49,9 @@ PROJECTS = (
     Project("django-axes", "6.5.1", "tests.settings",
             requirements=("pytest", "pytest-django", "pytest-subtests", "django-ipware>=3")),
     # one-time passwords: devices with counters and throttling
-    Project("django-otp", "1.5.4", "test.test_project.settings", tests="src/django_otp",
-            requirements=("pytest", "pytest-django", "freezegun", "qrcode"),
-            env={"PYTHONPATH": "src:test"}),
+    Project("django-otp", "1.5.4", "test_project.settings", tests="src/django_otp",
+            requirements=("pytest", "pytest-django", "freezegun", "qrcode", "segno"),
+            env={"PYTHONPATH": "src:test"}, pytest_args=("-o", "python_files=tests.py")),
 )
 
 #: The pytest plugin of the checked run: strict checker, one scope per test, reports to a file.
@@ -135,7 +136,7 @@ def suite(project: Project, source: Path, python: Path, work: Path, checked: boo
     env.pop("TXNSAFETY_MODE", None)
     paths = [str(source / p) for p in project.env.get("PYTHONPATH", "").split(":") if p] + [str(source)]
     cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:txnsafety", "-o", "addopts=",
-           f"--junitxml={junit}", project.tests]
+           f"--junitxml={junit}", *project.pytest_args, project.tests]
     if checked:
         (work / "txnsafety_realrun.py").write_text(textwrap.dedent(PLUGIN))
         paths.append(str(work))

@@ -65,14 +65,14 @@ def note_lookup(scope: RequestScope, model: type, keys: Mapping[str, Any], kind:
     """Remember that a lookup of ``model`` keyed on ``keys`` (column -> value) was a check.
 
     ``kind`` says what it was (``"exists() false"``, ``"DoesNotExist"``...), for the report;
-    ``depth`` counts the frames from the caller to the user's code (where the site walk starts).
+    the check site is the first user frame from the caller's (``depth`` 1) outward.
     """
     if not keys or _atomic.get():
         return
     items = frozenset((name, _value(value)) for name, value in keys.items())
     locked = (transaction is not None and scope.locked_roots is not None
               and transaction.root_id in scope.locked_roots)
-    entry = (items, transaction, held_leases(), locked, kind, user_site(depth + 1))
+    entry = (items, transaction, held_leases(), locked, kind, user_site(depth))
     lookups = scope.lookups
     if lookups is None:
         lookups = scope.lookups = {}

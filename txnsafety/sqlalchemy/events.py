@@ -358,7 +358,7 @@ def _begin_statement(context: Any, cls: type) -> Any:
     statement = (scope.token, next(scope._clock), txn, leases,
                  for_update and not session_state.ignores_for_update,  # SQLite renders no FOR UPDATE
                  for_update and txn is None,  # TXN108, whatever the policy
-                 _locked_tables(for_update_arg))
+                 None if for_update_arg is None else _locked_tables(for_update_arg))
     read = _read_for(statement, cls)
     attributes[_READS_KEY] = [cls, read, None, statement]
     return read

@@ -139,6 +139,13 @@ def suite(project: Project, source: Path, python: Path, work: Path, checked: boo
            f"--junitxml={junit}", *project.pytest_args, project.tests]
     if checked:
         (work / "txnsafety_realrun.py").write_text(textwrap.dedent(PLUGIN))
+        # this checkout's txnsafety, whatever the virtualenv installed earlier (a link to the
+        # package alone: the checkout's own tests/ must not shadow the project's)
+        checkout = work / "checkout"
+        checkout.mkdir(exist_ok=True)
+        if not (checkout / "txnsafety").exists():
+            (checkout / "txnsafety").symlink_to(REPO / "txnsafety", target_is_directory=True)
+        paths[:0] = [str(checkout)]
         paths.append(str(work))
         reports.unlink(missing_ok=True)
         reports.touch()

@@ -4,7 +4,7 @@ The checker sees both halves of a check-then-act.  An integration tells it
 
 * :func:`note_lookup` — a lookup on a model keyed on exact column values found
   nothing (``exists()`` false, ``DoesNotExist``, ``first()`` / ``scalar_one_or_none()``
-  returning nothing) or counted rows (a count is compared with a limit);
+  returning nothing, a ``count()`` of 0);
 * :func:`note_insert` — a row of that model is inserted, with its column values
   and the model's unique keys (primary key, ``unique=True``, ``unique_together``,
   ``UniqueConstraint``, a table's unique constraints and indexes).

@@ -59,6 +59,13 @@ def test_read_committed_and_repeatable_read_transactions_do_not_make_it_atomic(p
     assert txnsafety_violations.codes() == ["TXN105", "TXN105"]
 
 
+def test_a_count_of_some_rows_is_not_a_check(db, txnsafety_violations):
+    """A count above zero may be compared with a limit, or only shown or asserted: not known."""
+    assert Account.objects.using(db).filter(owner="owner1").count() == 1
+    Account.objects.using(db).create(pk=50, owner="owner1")
+    assert txnsafety_violations == []
+
+
 def test_an_insert_keyed_on_other_values_is_not_the_act(db, txnsafety_violations):
     if not Account.objects.using(db).filter(owner="zed").exists():
         Account.objects.using(db).create(pk=50, owner="someone else")

@@ -2,7 +2,7 @@
 
 A check is a queryset evaluation keyed on exact column values of its model that
 found nothing: ``get()`` raising ``DoesNotExist``, ``exists()`` false, ``first()`` /
-``last()`` returning None, or any ``count()`` (compared with a limit).  The public
+``last()`` returning None, ``count()`` returning 0.  The public
 methods are wrapped (``aexists``... run them through ``sync_to_async``); each costs one
 call and one test of its result.  ``get()`` is not: ``DoesNotExist`` is caught where it
 is made, so a ``get()`` that finds its row costs nothing.  The
@@ -117,7 +117,8 @@ def _last(self: QuerySet) -> Any:
 
 def _count(self: QuerySet) -> int:
     number = _originals["count"](self)
-    _check(self, "none found by count()" if not number else "count() compared with a limit")
+    if not number:  # a count of some rows may be compared with a limit, or only shown: not known here
+        _check(self, "count() found none")
     return number
 
 

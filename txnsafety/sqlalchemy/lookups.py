@@ -2,7 +2,7 @@
 
 A check is a SELECT keyed on exact column values of one mapped class that found
 nothing (``first()``, ``one_or_none()``, ``scalar()``, ``scalar_one_or_none()`` returning
-None), ``exists()`` false, or a ``count()`` (compared with a limit).  Every one of
+None), ``exists()`` false, or a ``count()`` of 0.  Every one of
 those goes through ``Result._only_one_row`` (private; pinned by
 ``tests/sqlalchemy/test_private_api.py``), which is wrapped: one call and one test of
 the result per statement when a row is found.  The keys are the ``AND``-ed ``column ==
@@ -77,9 +77,10 @@ def _check(result: Any, row: Any) -> None:
     elif row is False and isinstance(expr, Exists):
         inner = expr.element.element
         model, where, kind = _class_of(inner), inner.whereclause, "exists() false"
-    elif type(row) is int and isinstance(expr, functions.count):
+    elif row == 0 and type(row) is int and isinstance(expr, functions.count):
+        # (a count of some rows may be compared with a limit, or only shown: not known here)
         model = described.get("entity") or _class_of(statement)
-        where, kind = statement.whereclause, ("none found by count()" if not row else "count() compared with a limit")
+        where, kind = statement.whereclause, "count() found none"
     else:
         return
     if not isinstance(model, type) or where is None or checker.write_policy(model) is None:

@@ -288,8 +288,9 @@ def test_session_merge_goes_through_session__merge_once_per_object(engine):
 
 def test_one_row_accessors_go_through_result_only_one_row(engine):
     """``lookups.py`` wraps ``ResultInternal._only_one_row``: ``first()``, ``scalar()``,
-    ``scalar_one_or_none()`` (of Result and ScalarResult) must call it, with an ORM
-    result's ``context.query`` the statement and a Core result's ``context.compiled``."""
+    ``scalar_one_or_none()`` (of Result and ScalarResult) must call it, and the statement
+    is the ``context.compiled.statement`` of the result's ``raw`` CursorResult (an ORM
+    result's, or the Core result itself)."""
     from sqlalchemy import func
     from sqlalchemy.engine import result as sa_result
 
@@ -300,8 +301,8 @@ def test_one_row_accessors_go_through_result_only_one_row(engine):
     def spy(self, *args, **kwargs):
         row = lookups._original(self, *args, **kwargs)
         real = getattr(self, "_real_result", None) or self
-        statement = getattr(real.context, "query", None)
-        seen.append(statement if statement is not None else real.context.compiled.statement)
+        cursor = getattr(real, "raw", None) or real
+        seen.append(cursor.context.compiled.statement)
         return row
 
     sa_result.ResultInternal._only_one_row = spy

@@ -5,7 +5,8 @@ nothing (``first()``, ``one_or_none()``, ``scalar()``, ``scalar_one_or_none()`` 
 None), ``exists()`` false, or a ``count()`` of 0.  Every one of
 those goes through ``Result._only_one_row`` (private; pinned by
 ``tests/sqlalchemy/test_private_api.py``), which is wrapped: one call and one test of
-the result per statement when a row is found.  The keys are the ``AND``-ed ``column ==
+the result per statement when a row is found (the statement and the Session come from the
+result's ``raw`` CursorResult: its ExecutionContext, its Connection).  The keys are the ``AND``-ed ``column ==
 value`` terms of the WHERE clause on the class's own table.  ``Session.get()`` of a
 missing primary key is no check worth noting (an insert with that key is rejected by
 the database).  The insert is the flush's ``after_insert`` (:mod:`.events`); its site
@@ -54,17 +55,12 @@ def _check(result: Any, row: Any) -> None:
         row = row[0]
         if row is not False and type(row) is not int:
             return
-    real = getattr(result, "_real_result", None) or result
-    ctx = getattr(real, "context", None)
-    statement = getattr(ctx, "query", None)  # the ORM's QueryContext
-    state = None
-    if statement is not None:
-        session = getattr(ctx, "session", None)
-        state = session.info.get(events.INFO_KEY) if session is not None else None
-    else:  # a Core result: its ExecutionContext
-        statement = getattr(getattr(ctx, "compiled", None), "statement", None)
-        ref = getattr(getattr(ctx, "root_connection", None), "__dict__", {}).get(events._CONN_KEY)
-        state = ref() if ref is not None else None
+    real = getattr(result, "_real_result", None) or result  # ScalarResult and the like
+    cursor = getattr(real, "raw", None) or real  # an ORM result keeps the CursorResult it came from
+    ctx = getattr(cursor, "context", None)       # the ExecutionContext: statement and connection
+    statement = getattr(getattr(ctx, "compiled", None), "statement", None)
+    ref = getattr(getattr(ctx, "root_connection", None), "__dict__", {}).get(events._CONN_KEY)
+    state = ref() if ref is not None else None  # the Session whose transaction runs on it
     if state is None or statement is None:
         return  # not a Session the checker instruments
     try:

@@ -55,6 +55,10 @@ _TRANSACTION, _TRANSACTION_OR_LOCK = Protection.TRANSACTION, Protection.TRANSACT
 _NOTHING, _FORBIDDEN = Protection.NOTHING, Protection.FORBIDDEN
 
 
+#: An integration's site finder: ``(frame, entity) -> (write site, framework-internal)``.
+Locate = Callable[[Any, Any], "tuple[Site | None, bool]"]
+
+
 class ReadStamp(NamedTuple):
     """What was true when an entity was read.
 
@@ -355,7 +359,8 @@ def write_policy(cls: type) -> Policy | None:
 
 def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any, written: frozenset[str] | None,
           created: bool, transaction: Transaction | None, versioned: bool, history_model: type | None,
-          depth: int) -> None:
+          depth: int, *, frame: Any = None, locate: Locate | None = None,
+          sent: frozenset[str] | None | Any = _MISSING) -> None:
     """The step :func:`record_write` ends with, for an integration's per-write hook that
     has already found the scope, the class, its policy (``STRICT_DEFAULT`` when it has
     none) and the transaction (SQLAlchemy's flush, Django's ``save()``).
@@ -367,6 +372,14 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
     by the code that writes); the full judgement looks for sites from there.  It
     raises what :func:`record_write` would (in ``raise`` mode a violation ends
     here, unremembered); the caller guards it.
+
+    ``written`` is what the write sends *from the read*: an integration leaves out
+    the columns the database computes or that are written blind (see
+    :mod:`txnsafety.values`), and passes ``versioned=True`` when none is left.
+    ``sent`` names every column the write sends, for the report (default:
+    ``written``).  ``frame`` is where to look for the sites instead of ``depth``;
+    ``locate(frame, entity)`` finds ``(write site, framework-internal)`` itself
+    when a violation is reported: a framework's own write is not reported.
     """
     history_key = (history_model or cls, key)  # the row: its table's class and its key
     try:
@@ -379,7 +392,8 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
         site = user_site(depth) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
     else:
         site = _Write(entity, scope, cls, key, policy, _stamp_in(scope, entity), transaction, created,
-                      history, sys._getframe(depth)).judge(written, versioned)
+                      history, frame if frame is not None else sys._getframe(depth), locate,
+                      written if sent is _MISSING else sent).judge(written, versioned)
     # Keep the latest write of each object of a row, ``(tick, field ticks, site, entity)``, in
     # write order, so a later write scans only the writes made after its own read (see
     # _erased_write).  ``field ticks`` says when each field was last written by this object
@@ -458,16 +472,20 @@ class _Write:
     """One write being judged in full; builds violations with the sites filled in."""
 
     __slots__ = ("entity", "scope", "model", "key", "policy", "stamp", "txn", "created", "site", "history",
-                 "frame")
+                 "frame", "locate", "sent", "internal")
 
     def __init__(self, entity: Any, scope: RequestScope, model: type, key: Any, policy: Policy,
                  stamp: ReadStamp | None, txn: Transaction | None, created: bool,
-                 history: dict[int, tuple[Any, ...]] | None, frame: Any) -> None:
+                 history: dict[int, tuple[Any, ...]] | None, frame: Any, locate: Locate | None = None,
+                 sent: frozenset[str] | None = None) -> None:
         self.entity, self.scope, self.model, self.key, self.policy = entity, scope, model, key, policy
         self.stamp, self.txn, self.created = stamp, txn, created
         self.site: Site | None = None  # found on demand: see where_written()
         self.history = history  # the row's writes so far (None: none)
         self.frame = frame  # the caller of record_write: where the sites are looked for
+        self.locate = locate  # the integration's own site finder (see write())
+        self.sent = sent  # the columns the write sends (None: the whole row), for the report
+        self.internal = False  # the framework's own write (found with the site): not reported
 
     def judge(self, written: frozenset[str] | None, versioned: bool) -> Site | None:
         """Every check, in order (each may report; in raise mode the first one raises).
@@ -487,10 +505,14 @@ class _Write:
         return self.where_written() if wants_site(self.model) else self.site
 
     def violation(self, code: Code, message: str, other: Site | None = None, **detail: str) -> None:
+        write_site = self.where_written()
+        if self.internal:
+            return  # the framework's own bookkeeping (Django's update_last_login...): not the application's
         sites_wanted.add(self.model)  # adaptive read sites: from now on, this model's reads are located
+        detail.setdefault("fields written", "the whole row" if self.sent is None else ", ".join(sorted(self.sent)))
         report(Violation(
             code, message, model_name(self.model), None if self.key is None else str(self.key),
-            read_site=self.stamp.site if self.stamp else None, write_site=self.where_written(),
+            read_site=self.stamp.site if self.stamp else None, write_site=write_site,
             other_write_site=other, detail=detail, trace=user_trace(frame=self.frame),
             request_id=self.scope.id))
 
@@ -585,5 +607,8 @@ class _Write:
     def where_written(self) -> Site | None:
         """The user's write site (one stack walk, done at most once per write)."""
         if self.site is None:
-            self.site = site_from(self.frame)
+            if self.locate is not None:
+                self.site, self.internal = self.locate(self.frame, self.entity)
+            else:
+                self.site = site_from(self.frame)
         return self.site

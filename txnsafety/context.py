@@ -132,7 +132,7 @@ class RequestScope:
     """
 
     __slots__ = ("name", "_priority", "_id", "stamps", "writes", "violations", "reported", "_cleanups", "_clock",
-                 "token", "__weakref__")
+                 "token", "lookups", "locked_roots", "__weakref__")
 
     #: Guards the few shared lists and sets below.  One for all scopes: the sections are
     #: a few instructions long and rare (a lock taken, a violation), a lock per request is not.
@@ -156,6 +156,12 @@ class RequestScope:
         #: left on an ORM object: see ``checker.DeferredReads``): compared with ``is``, it
         #: cannot be mistaken for a later request's, and holding it keeps nothing alive.
         self.token = object()
+        #: model -> the empty lookups of this request not yet acted on (TXN105, see
+        #: :mod:`txnsafety.check_then_act`); None until the first one (most requests make none).
+        self.lookups: dict[type, list[tuple[Any, ...]]] | None = None
+        #: root ids of this request's transactions that took a row lock (FOR UPDATE): a check
+        #: made after one is serialized with other such transactions.  None until the first.
+        self.locked_roots: set[int] | None = None
 
     def __repr__(self) -> str:
         return f"RequestScope(name={self.name!r}, id={self.id!r})"
@@ -207,6 +213,7 @@ class RequestScope:
         self.stamps.clear()
         self.writes.clear()
         self.reported.clear()
+        self.lookups = self.locked_roots = None
 
 
 #: What one context sees: ``(request scope, transaction stack, leases held)``.  One

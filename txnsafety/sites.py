@@ -22,10 +22,15 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def _library_roots() -> tuple[str, ...]:
     roots = {_PACKAGE_DIR + os.sep}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+    # "scripts": console scripts (bin/pytest, bin/gunicorn, bin/django-admin) are the
+    # entry points of installed packages, not the application's code
+    for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts"):
         path = sysconfig.get_paths().get(key)
         if path:
             roots.add(os.path.abspath(path) + os.sep)
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:  # a venv's and its base's bin/
+        roots.add(os.path.join(os.path.abspath(prefix), "Scripts" if os.name == "nt" else "bin") + os.sep)
+    roots.add(os.path.dirname(os.path.abspath(sys.executable)) + os.sep)
     for path in sys.path:
         if path.endswith(("site-packages", "dist-packages")):
             roots.add(os.path.abspath(path) + os.sep)

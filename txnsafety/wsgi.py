@@ -1,9 +1,10 @@
 """WSGI middleware: one checker scope per request.
 
 Built on webob for reading the request (path and headers decide the lock
-priority).  The scope stays open until the server closes the response body, so
-a streaming response is still checked while it generates, and is closed — with
-any lock the request still holds released — even when the body is abandoned.
+priority).  The scope stays open until the response body is exhausted or the
+server closes it, so a streaming response is still checked while it generates,
+and is closed — with any lock the request still holds released — even when the
+body is abandoned.
 """
 from __future__ import annotations
 
@@ -75,16 +76,29 @@ def _method_and_path(environ: dict) -> tuple[str, str]:
 
 
 class _ClosingBody:
-    """The response body, closing the checker scope when the server closes it."""
+    """The response body, closing the checker scope when the body is exhausted or when
+    the server closes it, whichever comes first.
+
+    Exhaustion counts because not every caller closes: Werkzeug's test client hands
+    the response to the test unclosed, so without it the code a test runs after
+    ``client.post(...)`` would still be judged as part of that request.
+    """
 
     def __init__(self, body: Iterable[bytes], scope: RequestScope, token: Any) -> None:
         self._body = body
         self._scope = scope
         self._token = token
         self._closed = False
+        self._scope_open = True
 
     def __iter__(self) -> Iterator[bytes]:
-        return iter(self._body)
+        yield from self._body
+        self._end_scope()  # exhausted: the request is over (close() may never come)
+
+    def _end_scope(self) -> None:
+        if self._scope_open:
+            self._scope_open = False
+            close_request(self._scope, self._token)
 
     def close(self) -> None:
         if self._closed:
@@ -95,4 +109,4 @@ class _ClosingBody:
             if close is not None:
                 close()
         finally:
-            close_request(self._scope, self._token)
+            self._end_scope()

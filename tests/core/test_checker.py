@@ -462,3 +462,66 @@ def test_configuring_library_paths_reclassifies_files_already_seen(tmp_path, mon
     finally:
         txnsafety.configure(library_paths=[])
     assert txnsafety_violations[1].read_site.function.startswith("test_configuring_library_paths")
+
+
+# -- how a written value was made (txnsafety.values) ------------------------------------------------
+
+@pytest.mark.parametrize("new, loaded, derived", [
+    (101, 100, True),                         # arithmetic on a number
+    (100, 100, True),                         # the loaded value written back
+    ("hello world", "hello", True),           # appended text
+    ("Ann", "ann", True),                     # re-cased
+    ("Bob", "Ann", False),                    # a value from a form
+    (["a", "b"], ["a"], True),                # appended to a list
+    ({"k": 2}, {"k": 1}, True),               # a key kept
+    (["z"], ["a"], False),
+    (True, False, False),                     # a flag
+    (None, 5, False),
+])
+def test_looks_derived_follows_the_ways_a_read_modify_write_computes(new, loaded, derived):
+    from txnsafety.values import looks_derived
+    assert looks_derived(new, loaded) is derived
+
+
+def test_dates_are_blind_when_now_and_derived_when_shifted():
+    import datetime as dt
+
+    from txnsafety.values import NOT_LOADED, looks_derived
+    now = dt.datetime.now(dt.timezone.utc)
+    earlier = now - dt.timedelta(days=3)
+    assert not looks_derived(now, earlier)
+    assert looks_derived(earlier + dt.timedelta(days=30), earlier)
+    assert not looks_derived(7, 6, relation=True)          # a foreign key points elsewhere
+    assert not looks_derived(7, NOT_LOADED)                 # never loaded: cannot come from the read
+
+
+# -- check-then-act on the generic API (txnsafety.check_then_act) -------------------------------------
+
+def _check_then_insert(txn_for_check, txn_for_insert, unique=()):
+    from txnsafety import check_then_act
+    scope = txnsafety.current_scope()
+    check_then_act.note_lookup(scope, Account, {"owner": "zed"}, "exists() false", txn_for_check)
+    check_then_act.note_insert(scope, Account, {"id": 9, "owner": "zed"}, unique, txn_for_insert, 9,
+                               "tests.Account", lambda: (None, False))
+
+
+def test_generic_check_then_act_is_txn105_unless_serializable_locked_or_unique(txnsafety_violations):
+    _check_then_insert(None, None)
+    assert txnsafety_violations.codes() == ["TXN105"]
+    with txnsafety.transaction(isolation="read committed", prevents_lost_update=False) as txn:
+        _check_then_insert(txn, txn)
+    assert len(txnsafety_violations) == 1                   # deduplicated: same sites, same request
+    with txnsafety.transaction(isolation="serializable") as txn:
+        _check_then_insert(txn, txn)
+    with toy_lock("owner:zed"):
+        _check_then_insert(None, None)
+    _check_then_insert(None, None, unique=[frozenset({"owner"})])
+    assert len(txnsafety_violations) == 1
+
+
+def test_generic_check_then_act_in_two_transactions_is_not_serialized(txnsafety_violations):
+    with txnsafety.transaction(isolation="serializable") as first:
+        pass
+    with txnsafety.transaction(isolation="serializable") as second:
+        _check_then_insert(first, second)
+    assert txnsafety_violations.codes() == ["TXN105"]

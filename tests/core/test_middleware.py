@@ -238,3 +238,24 @@ def test_a_thousand_requests_leave_no_state_behind(store, txnsafety_violations):
     assert current_scope() is outer
     assert txnsafety_violations == []
     assert _points(store) == 1100
+
+
+def test_wsgi_scope_ends_when_the_body_is_exhausted_even_unclosed(store, txnsafety_violations):
+    """Werkzeug's test client does not close the response it returns: the scope must end
+    with the body, so what the test does afterwards is not judged as part of the request."""
+    from werkzeug.test import Client
+
+    seen = []
+
+    def app(environ, start_response):
+        seen.append(current_scope())
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    outer = current_scope()
+    response = Client(TxnSafetyMiddleware(app)).post("/x")
+    assert response.data == b"ok"
+    assert seen[0] is not outer and seen[0].name == "POST /x"
+    assert current_scope() is outer                  # before the test closes anything
+    response.close()
+    assert current_scope() is outer

@@ -37,7 +37,13 @@ SQLITE_PATH = os.path.join(_TMP, "default.sqlite3")
 if not dj_settings.configured:
     from fixtures.django_app.settings import build
 
-    dj_settings.configure(**build(SQLITE_PATH, _pg_url(servers.POSTGRES_URL)))
+    dj_settings.configure(**build(
+        SQLITE_PATH, _pg_url(servers.POSTGRES_URL),
+        # Django's own apps, for their writes (update_last_login) and the cache framework
+        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "txnsafety.django",
+                        "fixtures.django_app"],
+        CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                            "LOCATION": "txnsafety-tests"}}))
     django.setup()
 
 from django.db import connections  # noqa: E402
@@ -48,14 +54,21 @@ from fixtures.django_app import models as m  # noqa: E402
 ALIASES = {"sqlite": "default", "postgresql": "pg"}
 
 
+def _framework_models() -> tuple[type, ...]:
+    from django.contrib.auth.models import Group, Permission, User
+    from django.contrib.contenttypes.models import ContentType
+    return (ContentType, Permission, Group, User)
+
+
 def _create_tables(alias: str) -> None:
     connection = connections[alias]
+    models = _framework_models() + m.ALL_MODELS
     with connection.schema_editor() as editor:
         existing = set(connection.introspection.table_names())
-        for model in reversed(m.ALL_MODELS):
+        for model in reversed(models):
             if model._meta.db_table in existing:
                 editor.delete_model(model)
-        for model in m.ALL_MODELS:
+        for model in models:
             editor.create_model(model)
     connection.close()
 
@@ -85,8 +98,11 @@ def pg_tables(postgres_url: str) -> str:
 def reset_rows(alias: str) -> None:
     """Every test's starting point (written outside any checker scope)."""
     with txnsafety.suppress(reason="test data setup"):
+        for model in _framework_models()[::-1]:
+            model._base_manager.using(alias).all().delete()
         for model in (m.Restaurant, m.Place, m.Account, m.Counter, m.VersionedCounter, m.Doc, m.Wallet,
-                      m.Plain, m.Customized, m.Country, m.AuditEntry, m.DailyStat):
+                      m.Plain, m.Customized, m.Country, m.AuditEntry, m.DailyStat, m.Profile,
+                      m.Signup, m.Redemption):
             model._base_manager.using(alias).all().delete()
         m.Account.objects.using(alias).bulk_create(
             [m.Account(pk=i, owner=f"owner{i}", balance=100) for i in (1, 2, 3)])
@@ -100,6 +116,7 @@ def reset_rows(alias: str) -> None:
         m.Country.objects.using(alias).create(pk=1, name="NZ")
         m.AuditEntry.objects.using(alias).create(pk=1, text="created")
         m.DailyStat.objects.using(alias).create(pk=1, total=0)
+        m.Profile.objects.using(alias).create(pk=1, visits=0, nickname="ann")
     connections[alias].close()
 
 

@@ -226,8 +226,7 @@ def test_update_fields_by_attname_and_name_are_the_same_column(sqlite_db, txnsaf
         b = Wallet.objects.get(pk=1)
         a.account_id = 2
         a.save(update_fields=["account_id"])
-        b.account_id = 3
-        b.save(update_fields=["account"])
+        b.save(update_fields=["account"])     # writes back the account it loaded: erases a's
     assert txnsafety_violations.codes() == ["TXN103"]
 
 

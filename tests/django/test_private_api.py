@@ -102,9 +102,31 @@ def test_refresh_from_db_loads_through_a_temporary_from_db_instance(sqlite_db):
         "refresh_from_db's temporary instance", HOOKS)
 
 
+def test_save_goes_through_save_base_with_its_update_fields(sqlite_db):
+    # hooks._save_base judges every save() (not the pre_save signal, which apps send by hand).
+    assert Model.save_base is hooks._save_base, "the save hook is not installed"
+    source = inspect.getsource(hooks._originals["Model.save_base"])
+    assert "def save_base(" in source and "update_fields=None" in source, _moved("Model.save_base", HOOKS)
+    calls = []
+    original = hooks._originals["Model.save_base"]
+
+    def spy(self, *args, **kwargs):
+        calls.append(kwargs.get("update_fields"))
+        return original(self, *args, **kwargs)
+
+    hooks._originals["Model.save_base"] = spy
+    try:
+        import txnsafety
+        with txnsafety.suppress(reason="only the call is under test"):
+            Account.objects.get(pk=1).save(update_fields=["note"])
+    finally:
+        hooks._originals["Model.save_base"] = original
+    assert [set(c) for c in calls] == [{"note"}], _moved("save()'s call of save_base", HOOKS)
+
+
 def test_pre_save_is_sent_before_save_base_opens_its_own_atomic(sqlite_db):
-    # hooks._pre_save judges the write in the caller's transaction; save_base opens an atomic
-    # block for multi-table inheritance *after* sending pre_save.
+    # hooks._save_base judges the write in the caller's transaction, before save_base sends
+    # pre_save and then opens an atomic block for multi-table inheritance.
     from django.db.models.signals import pre_save
     states = []
 
@@ -135,3 +157,31 @@ def test_postgresql_isolation_level_enum():
     from django.db.backends.postgresql.psycopg_any import IsolationLevel
     moved = _moved("psycopg_any.IsolationLevel", TXNS)
     assert IsolationLevel.REPEATABLE_READ.name == "REPEATABLE_READ", moved
+
+
+def test_get_raises_does_not_exist_from_its_own_frame_with_the_queryset_in_clone(sqlite_db):
+    # lookups.py catches DoesNotExist where it is made: the raising frame is QuerySet.get's,
+    # its local ``clone`` the filtered queryset.
+    from django.core.exceptions import ObjectDoesNotExist
+
+    from txnsafety.django import lookups
+    seen = []
+    installed = ObjectDoesNotExist.__dict__.get("__init__")
+
+    def spy(self, *args):
+        frame = __import__("sys")._getframe(1)
+        seen.append((frame.f_code is lookups._GET_CODE, frame.f_locals.get("clone")))
+        Exception.__init__(self, *args)
+
+    ObjectDoesNotExist.__init__ = spy
+    try:
+        with pytest.raises(Account.DoesNotExist):
+            Account.objects.filter(owner="nobody").get(balance=3)
+    finally:
+        if installed is None:
+            del ObjectDoesNotExist.__init__
+        else:
+            ObjectDoesNotExist.__init__ = installed
+    ((own_frame, clone),) = seen
+    assert own_frame and isinstance(clone, QuerySet), _moved("QuerySet.get's raise of DoesNotExist", "lookups.py")
+    assert {c.lhs.target.attname for c in clone.query.where.children} == {"owner", "balance"}

@@ -445,7 +445,7 @@ def test_models_without_policy_are_unchecked_unless_strict(stack, txnsafety_viol
     try:
         with stack.Auto() as session:
             note = session.get(Note, 1)
-            note.text = "b"
+            note.text += "b"                                  # derived from the read ("a")
             session.commit()
     finally:
         txnsafety.configure(strict=False)

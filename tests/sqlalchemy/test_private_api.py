@@ -259,3 +259,61 @@ def test_the_flush_hook_sees_what_the_update_sends(engine):
             session.rollback()
     finally:
         event.remove(engine, "before_cursor_execute", capture)
+
+
+def test_session_merge_goes_through_session__merge_once_per_object(engine):
+    """``merge.py`` wraps ``Session._merge(state, state_dict, **kw) -> merged object``."""
+    import inspect as pyinspect
+
+    from txnsafety.sqlalchemy import merge
+    params = list(pyinspect.signature(merge._original_merge).parameters)
+    assert params[:3] == ["self", "state", "state_dict"], "Session._merge changed its signature"
+    seen = []
+    installed = Session._merge
+
+    def spy(self, state, state_dict, **kwargs):
+        result = merge._original_merge(self, state, state_dict, **kwargs)
+        seen.append((state.obj(), result))
+        return result
+
+    Session._merge = spy
+    try:
+        with Session(engine) as session:
+            copy = Account(id=1, balance=5)
+            merged = session.merge(copy)
+    finally:
+        Session._merge = installed
+    assert seen == [(copy, merged)], "Session.merge() no longer calls Session._merge for the object"
+
+
+def test_one_row_accessors_go_through_result_only_one_row(engine):
+    """``lookups.py`` wraps ``ResultInternal._only_one_row``: ``first()``, ``scalar()``,
+    ``scalar_one_or_none()`` (of Result and ScalarResult) must call it, and the statement
+    is the ``context.compiled.statement`` of the result's ``raw`` CursorResult (an ORM
+    result's, or the Core result itself)."""
+    from sqlalchemy import func
+    from sqlalchemy.engine import result as sa_result
+
+    from txnsafety.sqlalchemy import lookups
+    seen = []
+    installed = sa_result.ResultInternal._only_one_row
+
+    def spy(self, *args, **kwargs):
+        row = lookups._original(self, *args, **kwargs)
+        real = getattr(self, "_real_result", None) or self
+        cursor = getattr(real, "raw", None) or real
+        seen.append(cursor.context.compiled.statement)
+        return row
+
+    sa_result.ResultInternal._only_one_row = spy
+    try:
+        with Session(engine) as session:
+            stmt = select(Account).where(Account.id == 99)
+            session.scalars(stmt).first()
+            session.execute(stmt).scalar_one_or_none()
+            count = select(func.count()).select_from(Account)
+            session.scalar(count)
+    finally:
+        sa_result.ResultInternal._only_one_row = installed
+    assert len(seen) == 3, "a one-row accessor no longer goes through ResultInternal._only_one_row"
+    assert seen[0].whereclause is not None and seen[1].whereclause is not None

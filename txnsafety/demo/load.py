@@ -110,7 +110,8 @@ def distinct_reports(violations: list[Any], recorder: Recorder, server: str, cla
         chosen, lanes = same[0], []
         for violation in same:  # prefer a request whose race shows the erased write
             internal = violation.code is Code.TXN103
-            lanes = race(recorder.events, violation.request_id, violation.model, str(violation.key), internal)
+            lanes = race(recorder.events, violation.request_id, violation.model, str(violation.key), internal,
+                         check_then_act=violation.code is Code.TXN105)
             chosen = violation
             if len(lanes) > 1:
                 break

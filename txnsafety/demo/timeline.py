@@ -120,7 +120,8 @@ def _sqlite_defers_begin(connection: Any) -> bool:
     return getattr(driver_connection, "isolation_level", None) is not None
 
 
-def race(events: list[Event], request_id: str, model: str, key: str, internal: bool) -> list[dict[str, Any]]:
+def race(events: list[Event], request_id: str, model: str, key: str, internal: bool,
+         check_then_act: bool = False) -> list[dict[str, Any]]:
     """The lanes that explain one report: who read and wrote ``model``/``key`` when.
 
     For an internal stomp, one lane per Python object of the reported request.
@@ -133,6 +134,8 @@ def race(events: list[Event], request_id: str, model: str, key: str, internal: b
         return e.model == model and e.key == key
 
     mine = [e for e in events if e.request_id == request_id]
+    if check_then_act:
+        return _check_then_act_race(events, request_id, mine, model)
     row_events = [e for e in mine if about_row(e)]
     if not row_events:
         return []
@@ -151,6 +154,24 @@ def race(events: list[Event], request_id: str, model: str, key: str, internal: b
     for e in events:
         if e.request_id != request_id and about_row(e) and e.op == "write" and start <= e.t_ns <= end:
             lanes.append(_lane("request whose write it erased", e.request_id,
+                               [o for o in events if o.request_id == e.request_id]))
+            break
+    return lanes
+
+
+def _check_then_act_race(events: list[Event], request_id: str, mine: list[Event],
+                         model: str) -> list[dict[str, Any]]:
+    """A check-then-act (TXN105): the reported request, from its start to its insert into
+    ``model``, and the first other request that inserted into ``model`` meanwhile (the check
+    cannot see a row by key: the new row has none until it is written)."""
+    inserts = [e for e in mine if e.model == model and e.op == "write"]
+    if not inserts:
+        return []
+    start, end = mine[0].t_ns, inserts[-1].t_ns
+    lanes = [_lane("reported request", request_id, mine)]
+    for e in events:
+        if e.request_id != request_id and e.model == model and e.op == "write" and start <= e.t_ns <= end:
+            lanes.append(_lane("request that passed the same check", e.request_id,
                                [o for o in events if o.request_id == e.request_id]))
             break
     return lanes

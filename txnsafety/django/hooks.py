@@ -23,11 +23,13 @@ Reads — ``Model.from_db``
     how deferred fields load) keeps the older stamp: the other fields are as old
     as the first read.
 
-Writes — the ``pre_save`` signal
-    Public, carries ``update_fields`` and ``raw`` (fixture loading: ignored), and
-    fires before ``save_base`` opens its own atomic block for multi-table
-    inheritance, so the transaction seen is the caller's.  ``save()`` without
-    ``update_fields`` is a whole-row write.  ``asave()`` runs ``save()``.
+Writes — ``Model.save_base``
+    What ``save()``, ``asave()`` and ``create()`` call; not the ``pre_save`` signal,
+    which an application may send by hand for a write that is no ``save()``.  It
+    runs before ``save_base`` opens its own atomic block for multi-table
+    inheritance, so the transaction seen is the caller's; ``raw`` (fixture loading)
+    is ignored.  ``save()`` without ``update_fields`` is a whole-row write; what a
+    partial one writes from the read, and whose call it is, see :mod:`.saves`.
 
 ``QuerySet.bulk_update``
     Sends no signal: the public method is wrapped; each object is judged as a
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -50,9 +53,8 @@ from typing import Any, Iterable, Iterator
 from django.db import DEFAULT_DB_ALIAS, router, transaction as dj_transaction
 from django.db.models import Model
 from django.db.models.query import ModelIterable, QuerySet
-from django.db.models.signals import pre_save
 
-from .. import context, policies
+from .. import check_then_act, context, policies
 from ..checker import guarded, model_name, read_stamp, record_read, restamp, stamp, write, write_policy
 from ..codes import Code
 from ..config import settings
@@ -60,7 +62,7 @@ from ..context import current_scope
 from ..policies import Policy, policy_of
 from ..report import StompingError, Violation, report
 from ..sites import sites_wanted, user_site, user_trace, wants_site
-from . import transactions as txns
+from . import lookups, saves, transactions as txns
 from .transactions import transaction_for
 
 log = logging.getLogger("txnsafety")
@@ -129,7 +131,7 @@ def _wrap_from_db(original: Any) -> classmethod:
             scope, _, leases = _get_state()
             if scope is not None:
                 try:
-                    _stamp_loaded(scope, leases, cls, db, obj)
+                    _stamp_loaded(scope, leases, cls, db, obj, field_names, values)
                 except StompingError:
                     raise
                 except Exception:  # the checker must never break a query
@@ -140,24 +142,29 @@ def _wrap_from_db(original: Any) -> classmethod:
     return classmethod(from_db)
 
 
-def _stamp_loaded(scope: Any, leases: tuple[Any, ...], cls: type, db: str, obj: Any) -> None:
+def _stamp_loaded(scope: Any, leases: tuple[Any, ...], cls: type, db: str, obj: Any, field_names: Any,
+                  values: Any) -> None:
     """Stamp an instance ``from_db`` just built (what ``record_read`` would do, with the
     transaction of its database: a plain read, so never TXN108), unless it is the
-    temporary of a ``refresh_from_db``.  Runs for every row: written flat."""
+    temporary of a ``refresh_from_db``, and keep the values loaded on it (see
+    :data:`saves.LOADED`: what a blind write is told from, and the mark of a copy
+    read in an earlier request).  Runs for every row: written flat."""
     holder = _refreshing.get()
-    if holder is not None:
-        holder.temps.append(obj)
-        return
     policy = _cached_policy(cls, _MISSING)
     if policy is _MISSING:
         policy = policy_of(cls)
     if policy is None and not settings.strict:
+        return
+    obj.__dict__[_LOADED] = (scope.token, field_names, values)
+    if holder is not None:
+        holder.temps.append(obj)
         return
     site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
     stamp(scope, obj, transaction_for(db), leases, False, site)
 
 
 _MISSING: Any = object()
+_LOADED = saves.LOADED
 
 
 def wrap_model_from_db(model: type) -> None:
@@ -193,12 +200,49 @@ def _for_update_rows(iterable: ModelIterable, rows: Iterator[Any]) -> Iterator[A
                 queryset.model, None, read_site=user_site(1))
     scope = current_scope()
     holder = _refreshing.get()
+    query = queryset.query
+    of = tuple(query.select_for_update_of or ())
+    locks_self = not of or "self" in of
+    # FOR UPDATE locks the rows of every table joined in (select_related) unless OF limits it
+    # (PostgreSQL, MySQL, Oracle; SQLite has no FOR UPDATE, its transactions serialize anyway).
+    joined = query.select_related if txn is not None and query.select_related and _locks_joins(queryset.db) \
+        else False
+    if txn is not None and scope is not None:
+        check_then_act.note_row_lock(scope, txn)  # a check after it is serialized (TXN105)
     for obj in rows:
         if txn is not None and scope is not None:
-            if not restamp(scope, obj, for_update=True) and holder is not None and any(
+            if not locks_self:
+                pass
+            elif not restamp(scope, obj, for_update=True) and holder is not None and any(
                     t is obj for t in holder.temps):
                 holder.for_update = True
+            if joined:
+                _lock_joined(scope, obj, joined, of, "")
         yield obj
+
+
+def _locks_joins(alias: str) -> bool:
+    conn = txns._connection(alias)
+    return bool(conn.features.has_select_for_update) and conn.vendor != "sqlite"
+
+
+def _lock_joined(scope: Any, obj: Any, related: Any, of: tuple[str, ...], prefix: str) -> None:
+    """Mark the ``select_related`` objects of ``obj`` read FOR UPDATE (those OF names, if given).
+
+    ``related`` is ``Query.select_related``: True (every non-null foreign key, followed
+    down) or ``{field name: {nested...}}``; the objects are in ``_state.fields_cache``.
+    """
+    cache = getattr(obj._state, "fields_cache", None) or {}
+    items = related.items() if isinstance(related, dict) else [(name, True) for name in list(cache)]
+    for name, nested in items:
+        rel = cache.get(name)
+        if rel is None or not isinstance(rel, Model):
+            continue
+        path = prefix + name
+        if not of or path in of:
+            restamp(scope, rel, for_update=True)
+        if nested:
+            _lock_joined(scope, rel, nested, of, path + "__")
 
 
 def _refresh_from_db(self: Model, *args: Any, **kwargs: Any) -> Any:
@@ -213,6 +257,10 @@ def _refresh_from_db(self: Model, *args: Any, **kwargs: Any) -> Any:
     finally:
         _refreshing.reset(token)
     cls = type(self)
+    scope = current_scope()
+    if scope is not None:
+        for temp in holder.temps:
+            saves.merge_refresh(self, temp, scope.token)
     if _checked(cls) and (fields is None or read_stamp(self) is None):
         record_read(self, transaction=txns.transaction_for(self._state.db), for_update=holder.for_update)
     return result
@@ -238,8 +286,14 @@ def _field_names(model: type, fields: Iterable[Any] | None) -> frozenset[str] | 
 
 
 def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, *,
-                created: bool | None = None, versioned: bool = False) -> None:
+                created: bool | None = None, versioned: bool = False, frame: Any = None) -> None:
     """Judge a write of ``instance`` on database ``using`` (``fields`` None: whole row).
+
+    The facts go to the checker (:func:`txnsafety.checker.write`), which judges:
+    the columns written from the read (:func:`saves.from_read`; none left: the
+    write cannot stomp), the read of a copy loaded in an earlier request, and the
+    integration's own site finder (:func:`saves.locate`).  ``frame`` is the frame
+    the write's caller is looked for from (default: the caller of this function).
 
     Guarded like :func:`txnsafety.checker.guarded`, written out: it runs for every
     ``save()``, and the decorator's wrapper is one more call each time.
@@ -259,15 +313,37 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
             created = bool(instance._state.adding)
         txn = txns.transaction_for(using)
         key = row_key(instance.pk, using)
+        sent = _field_names(cls, fields)
+        written = sent
+        if created and scope.lookups:  # an insert after a check of this request? (TXN105)
+            lookups.inserted(scope, instance, cls, using, key, frame if frame is not None else sys._getframe(1))
+        if not created:
+            if id(instance) not in scope.stamps:
+                _earlier_read(scope, instance)
+            if not versioned and sent is not None:
+                written = saves.from_read(instance, cls, sent)
+                versioned = not written  # nothing from the read: this write cannot stomp
         if policy.versioned_field and not versioned and not created:
             _check_unversioned_write(instance, policy, key, txn)
         # record_write's last step, without its look-ups again (scope, policy, transaction)
-        write(scope, instance, cls, policy, key, _field_names(cls, fields), created, txn, versioned,
-              history_model(cls), 1)
+        write(scope, instance, cls, policy, key, written if written else sent, created, txn, versioned,
+              history_model(cls), 1, frame=frame if frame is not None else sys._getframe(1),
+              locate=saves.locate, sent=sent)
     except StompingError:
         raise
     except Exception:
         log.exception("txnsafety: internal error in %s (the request goes on)", "judge_write")
+
+
+def _earlier_read(scope: Any, instance: Any) -> None:
+    """``instance`` is written in this request, which never read it, but it was loaded
+    from the database under a checker scope: in an earlier request (a copy kept in a
+    cache, pickled or not, or in a module global).  For this request that read
+    happened outside any of its transactions or locks (TXN101 / TXN102)."""
+    token = saves.loaded_token(instance)
+    if token is None or token is scope.token:
+        return  # never loaded under a scope (created, or unknown provenance), or forgotten here
+    record_read(instance, transaction=None, site=None)
 
 
 def _check_unversioned_write(instance: Any, policy: Policy, key: Any, txn: Any) -> None:
@@ -302,10 +378,18 @@ def _version_field(model: type, name: str) -> Any:
         return None
 
 
-def _pre_save(sender: type, instance: Any, raw: bool = False, using: str | None = None,
-              update_fields: Any = None, **kwargs: Any) -> None:
-    if not raw:  # raw: fixture loading
-        judge_write(instance, using, update_fields)
+def _save_base(self: Model, raw: bool = False, force_insert: Any = False, force_update: bool = False,
+               using: str | None = None, update_fields: Any = None) -> Any:
+    """``Model.save_base``: judge the write (not ``raw`` fixture loading, nor Django's
+    auto-created many-to-many rows, which send no ``pre_save`` either)."""
+    if not raw and settings.enabled and _get_state()[0] is not None and not self._meta.auto_created:
+        # ``using``: save() has asked the router already (a direct call: the instance's database)
+        judge_write(self, using, update_fields, frame=sys._getframe(1))
+    return _originals["Model.save_base"](self, raw=raw, force_insert=force_insert, force_update=force_update,
+                                         using=using, update_fields=update_fields)
+
+
+_save_base.alters_data = True  # type: ignore[attr-defined]
 
 
 def _bulk_update(self: QuerySet, objs: Any, fields: Any, batch_size: Any = None) -> Any:
@@ -354,6 +438,7 @@ def install() -> None:
         _originals["Model.refresh_from_db"] = Model.refresh_from_db
         _originals["QuerySet.bulk_update"] = QuerySet.bulk_update
         _originals["Atomic.__enter__"] = dj_transaction.Atomic.__enter__
+        _originals["Model.save_base"] = Model.save_base
         Model.from_db = _wrap_from_db(Model.__dict__["from_db"])  # type: ignore[method-assign]
         ModelIterable.__iter__ = _model_iter  # type: ignore[method-assign]
         functools.update_wrapper(_refresh_from_db, _originals["Model.refresh_from_db"])
@@ -361,7 +446,9 @@ def install() -> None:
         functools.update_wrapper(_bulk_update, _originals["QuerySet.bulk_update"])
         QuerySet.bulk_update = _bulk_update  # type: ignore[method-assign]
         dj_transaction.Atomic.__enter__ = _atomic_enter  # type: ignore[method-assign]
-        pre_save.connect(_pre_save, dispatch_uid="txnsafety.django.pre_save", weak=False)
+        functools.update_wrapper(_save_base, _originals["Model.save_base"])
+        Model.save_base = _save_base  # type: ignore[method-assign]
+        lookups.install()
         _installed = True
 
 
@@ -388,7 +475,8 @@ def uninstall() -> None:
         for model, own in _wrapped_from_db.items():
             model.from_db = own  # type: ignore[attr-defined]
         _wrapped_from_db.clear()
-        pre_save.disconnect(dispatch_uid="txnsafety.django.pre_save")
+        Model.save_base = _originals["Model.save_base"]  # type: ignore[method-assign]
+        lookups.uninstall()
         _installed = False
 
 

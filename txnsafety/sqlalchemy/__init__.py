@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .events import instrument, is_instrumented, transaction_of
 from .isolation import Verdict, sqlite_transactions, verdict_for
+from . import lookups as _lookups, merge as _merge  # noqa: F401  (patches installed with the listeners)
 from .refetch import arefetch, refetch, register as _register_refetcher
 
 _register_refetcher()

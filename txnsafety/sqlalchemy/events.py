@@ -49,15 +49,16 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
-from sqlalchemy.orm.base import DEFAULT_STATE_ATTR
+from sqlalchemy.orm.base import DEFAULT_STATE_ATTR, NEVER_SET, NO_VALUE
 from sqlalchemy.sql.elements import ClauseElement
 
-from .. import checker, context, policies
+from .. import check_then_act, checker, context, policies
 from ..config import settings
 from ..context import Transaction, current_scope, new_transaction
 from ..policies import Policy, policy_of
 from ..report import StompingError
 from ..sites import sites_wanted, user_site, wants_site
+from ..values import NOT_LOADED, looks_derived
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
@@ -112,7 +113,7 @@ class SessionState:
 # -- per-class facts, computed once ------------------------------------------------
 
 class _ClassInfo:
-    __slots__ = ("versioned", "columns", "loaded_columns", "equality")
+    __slots__ = ("versioned", "columns", "loaded_columns", "equality", "relations", "tables")
 
     def __init__(self, cls: type) -> None:
         from sqlalchemy import inspect
@@ -123,6 +124,11 @@ class _ClassInfo:
         #: column key -> the attribute's own equality: what the flush compares a set value
         #: with the loaded one by (``AttributeImpl.is_equal``, private; pinned by test).
         self.equality = {key: mapper.class_manager[key].impl.is_equal for key in self.columns}
+        #: foreign-key columns: assigning one points at another row, it is not arithmetic
+        self.relations = frozenset(prop.key for prop in mapper.column_attrs
+                                   if any(column.foreign_keys for column in prop.columns))
+        #: the tables of the class (a FOR UPDATE OF names tables)
+        self.tables = frozenset(mapper.tables)
 
 
 _classes: dict[type, _ClassInfo] = {}
@@ -184,11 +190,10 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
         checker.log.exception("txnsafety: could not determine the isolation of %r", connection)
         verdict = Verdict(True, "unknown", False, connection.dialect.name, "")
     state.join(verdict)
-    if verdict.dialect not in IGNORES_FOR_UPDATE:
-        # FOR UPDATE statements are seen on the connection (engine event, below): tell this
-        # Connection (one checkout, not the pooled DBAPI connection, which other code reuses
-        # later) whose transaction it runs.  (SQLite: no such event, nobody asks.)
-        connection.__dict__[_CONN_KEY] = weakref.ref(state)
+    # FOR UPDATE statements (engine event, below) and Core checks (lookups.py) are seen on the
+    # connection: tell this Connection (one checkout, not the pooled DBAPI connection, which
+    # other code reuses later) whose transaction it runs.
+    connection.__dict__[_CONN_KEY] = weakref.ref(state)
     engine = connection.engine
     if not engine.__dict__.get(_MARK):
         # Dialects that render no FOR UPDATE (SQLite) take no row locks: nothing to note
@@ -230,6 +235,7 @@ def _note_lock(conn: Any, clauseelement: Any) -> None:
         return
     if classes and not state.ignores_for_update:
         state.locks.append((scope.tick(), classes))
+        check_then_act.note_row_lock(scope, state.txn)  # a check after it is serialized (TXN105)
 
 
 #: Stands for "rows of this model" when reporting a FOR UPDATE statement itself.
@@ -347,10 +353,12 @@ def _begin_statement(context: Any, cls: type) -> Any:
         attributes[_READS_KEY] = _UNCHECKED
         return None
     txn = session_state.txn
-    for_update = getattr(context.query, "_for_update_arg", None) is not None  # private; pinned by test
+    for_update_arg = getattr(context.query, "_for_update_arg", None)  # private; pinned by test
+    for_update = for_update_arg is not None
     statement = (scope.token, next(scope._clock), txn, leases,
                  for_update and not session_state.ignores_for_update,  # SQLite renders no FOR UPDATE
-                 for_update and txn is None)  # TXN108, whatever the policy
+                 for_update and txn is None,  # TXN108, whatever the policy
+                 None if for_update_arg is None else _locked_tables(for_update_arg))
     read = _read_for(statement, cls)
     attributes[_READS_KEY] = [cls, read, None, statement]
     return read
@@ -372,7 +380,7 @@ def _read_for(statement: tuple[Any, ...], cls: type) -> Any:
     ``(request token, tick, transaction, leases, site, for_update)``, a :class:`ReadStamp`
     without the entity and with the request's token first; None when ``cls`` is not
     checked; ``_LOCKED_OUTSIDE`` for TXN108."""
-    token, tick, txn, leases, for_update, locked_outside = statement
+    token, tick, txn, leases, for_update, locked_outside, of = statement
     if locked_outside:
         return _LOCKED_OUTSIDE
     policy = _cached_policy(cls, _MISSING)
@@ -380,8 +388,26 @@ def _read_for(statement: tuple[Any, ...], cls: type) -> Any:
         policy = policy_of(cls)
     if policy is None and not settings.strict:
         return None
+    if for_update and of is not None:
+        # FOR UPDATE OF ...: only the rows of the tables named are locked (a joined eager
+        # load of another class is read, not locked)
+        for_update = not of.isdisjoint((_classes.get(cls) or _info(cls)).tables)
     site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
     return (token, tick, txn, leases, site, for_update)
+
+
+def _locked_tables(for_update_arg: Any) -> frozenset[Any] | None:
+    """The tables a ``FOR UPDATE OF`` names (None: no OF, every table of the FROM is locked)."""
+    of = getattr(for_update_arg, "of", None) if for_update_arg is not None else None
+    if not of:
+        return None
+    tables = set()
+    for element in of:
+        table = getattr(element, "table", None)  # a column: its table
+        tables.add(element if table is None else table)
+        for parent in getattr(element, "_cloned_set", ()) or ():  # an alias of a table
+            tables.add(parent)
+    return frozenset(tables)
 
 
 #: A statement's read of rows FOR UPDATE with no transaction (each row goes to record_read).
@@ -523,16 +549,40 @@ def _judge_update(state: Any) -> None:
         return
     if entry is None:
         _earlier_read(obj, cls, state)
-    if not changed:
-        # only SQL expressions (``n = Model.n + 1``): atomic, cannot stomp (but a re-write of
-        # a written-once row, TXN110, is one whoever computes the value); still remembered
-        checker.write(scope, obj, cls, policy, _key(state), frozenset(atomic), False,
+    sent = changed + atomic if atomic else changed  # for the report only
+    derived = _from_read(state.dict, committed, changed, info.relations)
+    if not derived:
+        # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
+        # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once
+        # row, TXN110, is one whoever computes the value); still remembered
+        checker.write(scope, obj, cls, policy, _key(state), frozenset(sent), False,
                       session_state.txn, True, None, _WRITE_DEPTH)
         return
     if session_state.locks and not info.versioned:
         _stale_lock(obj, cls, session_state)
-    checker.write(scope, obj, cls, policy, _key(state), frozenset(changed), False,
-                  session_state.txn, info.versioned, None, _WRITE_DEPTH)
+    checker.write(scope, obj, cls, policy, _key(state), frozenset(derived), False,
+                  session_state.txn, info.versioned, None, _WRITE_DEPTH, sent=sent)
+
+
+def _from_read(values: dict[str, Any], committed: dict[str, Any], changed: list[str],
+               relations: frozenset[str]) -> list[str]:
+    """The changed columns whose new value may be computed from the loaded one
+    (``committed`` holds what was loaded; ``NO_VALUE`` when the column never was)."""
+    derived = []
+    for key in changed:
+        value, loaded = values.get(key), committed.get(key, NO_VALUE)
+        if type(value) in _NUMBERS and type(loaded) in _NUMBERS and key not in relations:
+            derived.append(key)  # the common case, arithmetic on a number: no call
+        elif looks_derived(value, _loaded(loaded), relation=key in relations):
+            derived.append(key)
+    return derived
+
+
+_NUMBERS = frozenset({int, float})
+
+
+def _loaded(value: Any) -> Any:
+    return NOT_LOADED if value is NO_VALUE or value is NEVER_SET else value
 
 
 def _changed_columns(values: dict[str, Any], committed: dict[str, Any],
@@ -577,6 +627,9 @@ def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
     checked = _checked_write(scope, state)
     if checked is not None:
         session_state, cls, policy = checked
+        if scope.lookups:  # an insert after a check of this request? (TXN105)
+            for hook in _INSERT_HOOKS:
+                hook(scope, state, cls, session_state.txn, _key(state))
         checker.write(scope, state.obj(), cls, policy, _key(state), None, True, session_state.txn, False,
                       None, _WRITE_DEPTH)
 
@@ -612,6 +665,11 @@ _MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
 )
 _install_lock = threading.Lock()
 _installed = False
+#: (install, uninstall) of the patches other modules of the integration add (merge.py,
+#: lookups.py), installed and removed with the mapper listeners.
+_PATCHES: list[tuple[Any, Any]] = []
+#: Called for each insert when the request made checks: ``(scope, state, class, txn, key)``.
+_INSERT_HOOKS: list[Any] = []
 
 
 def _install_mapper_events() -> None:
@@ -622,6 +680,8 @@ def _install_mapper_events() -> None:
         for name, fn, kw in _MAPPER_EVENTS:
             event.listen(Mapper, name, fn, **kw)
         checker.add_deferred_reads(_instance_reads)
+        for install, _ in _PATCHES:
+            install()
         _installed = True
 
 
@@ -634,6 +694,8 @@ def _uninstall_mapper_events() -> None:
         for name, fn, _kw in _MAPPER_EVENTS:
             event.remove(Mapper, name, fn)
         checker.remove_deferred_reads(_instance_reads)
+        for _, uninstall in _PATCHES:
+            uninstall()
         _installed = False
 
 

@@ -1,0 +1,152 @@
+"""TXN105 at run time on Django: an empty lookup, then an insert keyed on the same values.
+
+The racy pair is reported with both sites, on SQLite (no transaction) and PostgreSQL
+(even inside ``atomic()`` at READ COMMITTED or REPEATABLE READ); the pair made atomic
+— a unique key, ``get_or_create()``, a lock held across both, a serializable
+transaction, a row lock taken first — is not.  Two real concurrent requests show the
+duplicate row being made, and the unique key preventing it.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from django.db import IntegrityError, connections, transaction
+
+import txnsafety
+from fixtures.django_app.models import Account, Redemption, Signup, Wallet
+
+HERE = os.path.abspath(__file__)
+
+
+def _check(alias, how, owner="zed"):
+    qs = Account.objects.using(alias).filter(owner=owner)
+    if how == "exists":
+        return qs.exists()
+    if how == "first":
+        return qs.first() is not None
+    if how == "count":
+        return qs.count() >= 1
+    try:
+        Account.objects.using(alias).get(owner=owner)
+        return True
+    except Account.DoesNotExist:
+        return False
+
+
+@pytest.mark.parametrize("how", ["exists", "first", "count", "get"])
+def test_check_then_insert_is_reported_with_both_sites(db, how, txnsafety_violations):
+    if not _check(db, how):                                    # the check
+        Account.objects.using(db).create(pk=50, owner="zed")   # the act
+    (violation,) = txnsafety_violations
+    assert violation.code.value == "TXN105"
+    assert violation.model == "django_app.Account"
+    assert violation.read_site.file == HERE and violation.read_site.function == "_check"
+    assert violation.write_site.file == HERE
+    assert violation.write_site.function == "test_check_then_insert_is_reported_with_both_sites"
+    assert violation.detail["keys"] == "owner"
+
+
+def test_read_committed_and_repeatable_read_transactions_do_not_make_it_atomic(pg_db, txnsafety_violations):
+    with transaction.atomic(using="pg"):                      # READ COMMITTED
+        if not Account.objects.using("pg").filter(owner="zed").exists():
+            Account.objects.using("pg").create(pk=50, owner="zed")
+    assert txnsafety_violations.codes() == ["TXN105"]
+    with transaction.atomic(using="pg_rr"):                   # REPEATABLE READ: no phantom protection
+        if not Account.objects.using("pg_rr").filter(owner="amy").exists():
+            Account.objects.using("pg_rr").create(pk=51, owner="amy")
+    assert txnsafety_violations.codes() == ["TXN105", "TXN105"]
+
+
+def test_a_count_of_some_rows_is_not_a_check(db, txnsafety_violations):
+    """A count above zero may be compared with a limit, or only shown or asserted: not known."""
+    assert Account.objects.using(db).filter(owner="owner1").count() == 1
+    Account.objects.using(db).create(pk=50, owner="owner1")
+    assert txnsafety_violations == []
+
+
+def test_an_insert_keyed_on_other_values_is_not_the_act(db, txnsafety_violations):
+    if not Account.objects.using(db).filter(owner="zed").exists():
+        Account.objects.using(db).create(pk=50, owner="someone else")
+    assert txnsafety_violations == []
+
+
+def test_unique_field_and_unique_constraint_make_it_atomic(db, txnsafety_violations):
+    if not Signup.objects.using(db).filter(email="a@example.org").exists():
+        Signup.objects.using(db).create(email="a@example.org")
+    if not Redemption.objects.using(db).filter(voucher="V1", user_id=7).exists():
+        Redemption.objects.using(db).create(voucher="V1", user_id=7)
+    assert txnsafety_violations == []
+    # a unique key that the check does not cover: still racy
+    if not Redemption.objects.using(db).filter(voucher="V2").exists():
+        Redemption.objects.using(db).create(voucher="V2", user_id=8)
+    assert txnsafety_violations.codes() == ["TXN105"]
+
+
+def test_get_or_create_is_not_a_check_then_act(db, txnsafety_violations):
+    Account.objects.using(db).get_or_create(owner="zed", defaults={"pk": 50})
+    Account.objects.using(db).update_or_create(owner="amy", defaults={"pk": 51})
+    assert txnsafety_violations == []
+
+
+def test_a_lock_held_across_both_makes_it_atomic(db, txnsafety_violations):
+    from txnsafety.locks import user_write_lock
+    with user_write_lock("owner:zed"):
+        if not Account.objects.using(db).filter(owner="zed").exists():
+            Account.objects.using(db).create(pk=50, owner="zed")
+    assert txnsafety_violations == []
+
+
+def test_sqlite_transaction_serializes_the_pair(sqlite_db, txnsafety_violations):
+    with transaction.atomic():
+        if not Account.objects.filter(owner="zed").exists():
+            Account.objects.create(pk=50, owner="zed")
+    assert txnsafety_violations == []
+
+
+def test_a_row_lock_taken_first_serializes_the_pair(pg_db, txnsafety_violations):
+    with transaction.atomic(using=pg_db):
+        Wallet.objects.using(pg_db).select_for_update().get(pk=1)      # the parent row, locked first
+        if not Account.objects.using(pg_db).filter(owner="zed").exists():
+            Account.objects.using(pg_db).create(pk=50, owner="zed")
+    assert txnsafety_violations == []
+
+
+# -- two real requests at once, on PostgreSQL ----------------------------------------------------
+
+def _two_at_once(alias, model, field):
+    """Both threads pass the check before either inserts (a barrier between the two halves)."""
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def request(pk: int) -> None:
+        with txnsafety.request_scope("POST /signup/"):
+            try:
+                exists = model.objects.using(alias).filter(**{field: "dup"}).exists()
+                barrier.wait()
+                if not exists:
+                    model.objects.using(alias).create(pk=pk, **{field: "dup"})
+            except IntegrityError as exc:
+                errors.append(exc)
+            finally:
+                connections[alias].close()
+
+    threads = [threading.Thread(target=request, args=(pk,)) for pk in (60, 61)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return model.objects.using(alias).filter(**{field: "dup"}).count(), errors
+
+
+def test_two_requests_both_pass_the_check_and_both_insert(pg_db, txnsafety_violations):
+    rows, errors = _two_at_once(pg_db, Account, "owner")
+    assert rows == 2 and errors == []                         # the duplicate is made
+    assert txnsafety_violations.codes() == ["TXN105", "TXN105"]
+
+
+def test_the_unique_key_turns_the_second_insert_into_an_error(pg_db, txnsafety_violations):
+    rows, errors = _two_at_once(pg_db, Signup, "email")
+    assert rows == 1 and len(errors) == 1
+    assert txnsafety_violations == []

@@ -1,0 +1,193 @@
+"""Check-then-act (TXN105) on SQLAlchemy: the checks a statement makes, and a table's unique keys.
+
+A check is a SELECT keyed on exact column values of one mapped class that found
+nothing (``first()``, ``one_or_none()``, ``scalar()``, ``scalar_one_or_none()`` returning
+None), ``exists()`` false, or a ``count()`` of 0.  Every one of
+those goes through ``Result._only_one_row`` (private; pinned by
+``tests/sqlalchemy/test_private_api.py``), which is wrapped: one call and one test of
+the result per statement when a row is found (the statement and the Session come from the
+result's ``raw`` CursorResult: its ExecutionContext, its Connection).  The keys are the ``AND``-ed ``column ==
+value`` terms of the WHERE clause on the class's own table.  ``Session.get()`` of a
+missing primary key is no check worth noting (an insert with that key is rejected by
+the database).  The insert is the flush's ``after_insert`` (:mod:`.events`); its site
+is the line that made the flush happen.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import inspect as sa_inspect
+from sqlalchemy.engine import result as sa_result
+from sqlalchemy.sql import functions, operators
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter, BooleanClauseList
+from sqlalchemy.sql.schema import Column, Table, UniqueConstraint
+from sqlalchemy.sql.selectable import Exists
+
+from .. import check_then_act, checker, context
+from ..config import settings
+from ..report import StompingError
+from ..sites import user_site
+from . import events
+
+_get_state = context._state.get
+_original = sa_result.ResultInternal._only_one_row
+_own = "_only_one_row" in sa_result.ResultInternal.__dict__  # SQLAlchemy 2.1 inherits it (compiled)
+_Row = sa_result.Row
+
+
+def _only_one_row(self: Any, raise_for_second_row: bool, raise_for_none: bool, scalar: bool) -> Any:
+    """Every ``first()``, ``scalar()``, ``one_or_none()``... (and ``Session.get``): one call and
+    a type test when a row is found, so the parameters are spelled out (no ``**kwargs``)."""
+    row = _original(self, raise_for_second_row, raise_for_none, scalar)
+    if (row is None or row is False or type(row) is int or (type(row) is _Row and len(row) == 1)) \
+            and settings.enabled and _get_state()[0] is not None:
+        try:
+            _check(self, row)
+        except StompingError:
+            raise
+        except Exception:
+            checker.log.exception("txnsafety: internal error while noting a check (the request goes on)")
+    return row
+
+
+def _check(result: Any, row: Any) -> None:
+    if type(row) is _Row:
+        row = row[0]
+        if row is not False and type(row) is not int:
+            return
+    real = getattr(result, "_real_result", None) or result  # ScalarResult and the like
+    cursor = getattr(real, "raw", None) or real  # an ORM result keeps the CursorResult it came from
+    ctx = getattr(cursor, "context", None)       # the ExecutionContext: statement and connection
+    statement = getattr(getattr(ctx, "compiled", None), "statement", None)
+    ref = getattr(getattr(ctx, "root_connection", None), "__dict__", {}).get(events._CONN_KEY)
+    state = ref() if ref is not None else None  # the Session whose transaction runs on it
+    if state is None or statement is None:
+        return  # not a Session the checker instruments
+    try:
+        described = statement.column_descriptions[0]
+    except Exception:
+        return
+    expr = described.get("expr")
+    if row is None:
+        model, where, kind = described.get("entity"), statement.whereclause, "found no row"
+    elif row is False and isinstance(expr, Exists):
+        inner = expr.element.element
+        model, where, kind = _class_of(inner), inner.whereclause, "exists() false"
+    elif row == 0 and type(row) is int and isinstance(expr, functions.count):
+        # (a count of some rows may be compared with a limit, or only shown: not known here)
+        model = described.get("entity") or _class_of(statement)
+        where, kind = statement.whereclause, "count() found none"
+    else:
+        return
+    if not isinstance(model, type) or where is None or checker.write_policy(model) is None:
+        return
+    keys = _keys(model, where)
+    if keys:
+        scope = _get_state()[0]
+        check_then_act.note_lookup(scope, model, keys, kind, state.txn)
+
+
+def _class_of(select: Any) -> Any:
+    """The mapped class of a SELECT's only table (``select_from(Model)``), or None."""
+    try:
+        froms = select.get_final_froms()
+    except Exception:
+        return None
+    if len(froms) != 1 or not isinstance(froms[0], Table):
+        return None
+    return _classes_by_table().get(froms[0])
+
+
+_by_table: dict[Any, type] = {}
+
+
+def _classes_by_table() -> dict[Any, type]:
+    from sqlalchemy.orm import mapperlib
+    if not _by_table or len(_by_table) < sum(len(r.mappers) for r in mapperlib._all_registries()):
+        for registry in mapperlib._all_registries():
+            for mapper in registry.mappers:
+                _by_table.setdefault(mapper.local_table, mapper.class_)
+    return _by_table
+
+
+def _keys(model: type, where: Any) -> dict[str, Any]:
+    """``{attribute key: value}`` of the ``column == value`` terms AND-ed in ``where``."""
+    mapper = sa_inspect(model)
+    tables = set(mapper.tables)
+    terms = where.clauses if isinstance(where, BooleanClauseList) and where.operator is operators.and_ else [where]
+    keys: dict[str, Any] = {}
+    for term in terms:
+        if not isinstance(term, BinaryExpression) or term.operator is not operators.eq:
+            continue
+        left, right = term.left, term.right
+        if isinstance(left, BindParameter) and isinstance(right, Column):
+            left, right = right, left
+        if not isinstance(left, Column) or left.table not in tables or not isinstance(right, BindParameter):
+            continue
+        try:
+            prop = mapper.get_property_by_column(left)
+        except Exception:
+            continue
+        keys[prop.key] = right.effective_value
+    return keys
+
+
+# -- the insert ------------------------------------------------------------------------------
+
+_unique: dict[type, tuple[frozenset[str], ...]] = {}
+
+
+def unique_keys(cls: type) -> tuple[frozenset[str], ...]:
+    """The class's unique column sets (attribute keys): primary keys, unique constraints
+    (``unique=True`` makes one) and unique indexes of its tables; cached per class."""
+    keys = _unique.get(cls)
+    if keys is None:
+        mapper = sa_inspect(cls)
+        found: list[frozenset[str]] = []
+
+        def attrs(columns: Any) -> frozenset[str]:
+            names = set()
+            for column in columns:
+                try:
+                    names.add(mapper.get_property_by_column(column).key)
+                except Exception:
+                    names.add(column.key)
+            return frozenset(names)
+
+        for table in mapper.tables:
+            found.append(attrs(table.primary_key.columns))
+            for constraint in table.constraints:
+                if isinstance(constraint, UniqueConstraint):
+                    found.append(attrs(constraint.columns))
+            for index in table.indexes:
+                if index.unique:
+                    found.append(attrs(index.columns))
+            for column in table.columns:
+                if column.unique:
+                    found.append(attrs([column]))
+        keys = _unique[cls] = tuple(u for u in found if u)
+    return keys
+
+
+def inserted(scope: Any, state: Any, cls: type, txn: Any, key: Any) -> None:
+    """The flush inserts ``state``'s row: the act of a check-then-act? (``scope.lookups`` is set)."""
+    check_then_act.note_insert(scope, cls, state.dict, unique_keys(cls), txn, key, checker.model_name(cls),
+                               lambda: (user_site(1), False))
+
+
+def _install() -> None:
+    sa_result.ResultInternal._only_one_row = _only_one_row  # type: ignore[method-assign]
+
+
+def _uninstall() -> None:
+    if _own:
+        sa_result.ResultInternal._only_one_row = _original  # type: ignore[method-assign]
+    elif "_only_one_row" in vars(sa_result.ResultInternal):
+        del sa_result.ResultInternal._only_one_row
+
+
+if (_install, _uninstall) not in events._PATCHES:
+    events._PATCHES.append((_install, _uninstall))
+    events._INSERT_HOOKS.append(inserted)
+    if events._installed:
+        _install()

@@ -126,8 +126,8 @@ class Plugin:
         cls = type(self)
         if cls._project is None or cls._project.root != root:
             cls._project = ProjectRun.for_root(root, settings)
-            if cls._project.stats.problem:
-                sys.stderr.write(cls._project.stats.problem + "\n")
+            for line in cls._project.stats.problems:
+                sys.stderr.write(line + "\n")
         return cls._project
 
 

@@ -67,7 +67,8 @@ class IndexStats:
     files: int = 0
     reread: int = 0                  # files read and hashed again (new or changed)
     reused: bool = False             # the stored project result was used
-    problem: Optional[str] = None    # why the index could not be used or written
+    #: why the index could not be read or written (one line each)
+    problems: list[str] = dataclasses.field(default_factory=list)
 
 
 @functools.lru_cache(maxsize=None)
@@ -286,7 +287,9 @@ class ProjectIndex:
     # ------------------------------------------------------------ messages
 
     def _problem(self, text: str) -> None:
-        self.stats.problem = self.stats.problem or f"txnsafety: index: {text}"
+        line = f"txnsafety: index: {text}"
+        if line not in self.stats.problems:
+            self.stats.problems.append(line)
 
     def _shown(self, path: str) -> str:
         return os.path.relpath(path, self.root).replace(os.sep, "/")

@@ -164,9 +164,7 @@ class ProjectRun:
         how = "reused" if s.reused else "computed"
         lines = [f"txnsafety: index {CACHE_DIR}: {s.files} file(s), {s.reread} read again, "
                  f"project analysis {how}"]
-        if s.problem:
-            lines.append(s.problem)
-        return lines
+        return lines + s.problems
 
 
 def analyze_files(files: Sequence[SourceFile], settings: Settings, roots: Sequence[str],

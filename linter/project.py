@@ -21,7 +21,7 @@ from .identity import with_functions
 from .index import CACHE_DIR, FileResult, IndexStats, ProjectIndex
 from .model import Finding
 from .roles import QUIET, FileRole, QuietGroup
-from .settings import Settings
+from .settings import Settings, flake8_txn_options
 from .sources import FileProblem, analyze_file, noqa_filter, parse_file
 
 
@@ -65,7 +65,8 @@ def project_scope(paths: Sequence[str], settings: Settings) -> Optional[str]:
     as before (a folder outside any project is never walked)."""
     root = os.path.abspath(settings.root)
     marked = settings.config_file is not None or os.path.exists(os.path.join(root, ".git")) \
-        or (settings.flake8_file is not None and os.path.dirname(settings.flake8_file) == root)
+        or (settings.flake8_file is not None and os.path.dirname(settings.flake8_file) == root
+            and bool(flake8_txn_options(settings.flake8_file)))
     if not marked:
         return None
     for path in paths:

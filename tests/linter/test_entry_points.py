@@ -267,3 +267,23 @@ def test_the_index_is_ignored_by_git_and_keyed_by_the_linter(tmp_path, capsys):
     index.write_text(json.dumps(data))
     assert main([str(root), "-v"]) == 1
     assert _index_note(capsys.readouterr().err) == (len(PY_FILES), "computed")
+
+
+def test_parallel_runs_share_one_index(tmp_path):
+    """Runs at the same time (flake8's worker processes, two commands) take the index's lock
+    in turn: every one reports the project's findings and the index is whole afterwards."""
+    root = make_project(tmp_path)
+    _status, out, _err = lint(root, ".", "--no-cache")
+    whole = findings(out)
+    procs = [subprocess.Popen([sys.executable, "-m", "flake8", "--select", "TXN", "-j", "2",
+                               *PY_FILES], cwd=root, stdout=subprocess.PIPE, text=True),
+             subprocess.Popen([sys.executable, "-m", "txnsafety_lint", "shop/views.py"],
+                              cwd=root, stdout=subprocess.PIPE, text=True),
+             subprocess.Popen([sys.executable, "-m", "txnsafety_lint", "."],
+                              cwd=root, stdout=subprocess.PIPE, text=True)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert findings(outs[0]) == whole
+    assert findings(outs[1]) == {"shop/views.py": whole["shop/views.py"]}
+    assert findings(outs[2]) == whole
+    data = json.loads((root / CACHE_DIR / INDEX_FILE).read_text())
+    assert sorted(data["files"]) == PY_FILES

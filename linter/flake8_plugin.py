@@ -4,6 +4,10 @@ flake8 hands us its ``ast`` tree and the file's lines; the analysis only runs
 libcst on the functions the cheap ``ast``/text prefilter keeps.  ``# noqa`` is
 applied by flake8 itself.
 
+Inside a project (a configuration file or a git work tree marks its root) the file is judged
+with the whole project's analysis, read from the project index (:mod:`.index`) or computed
+once per process, so flake8 reports what ``txnsafety lint .`` reports for it.
+
 The configuration comes from the same loader as ``txnsafety lint``
 (:func:`settings.load_settings`): ``[tool.txnsafety]`` over flake8's ``txn-*`` options,
 file roles (tests, migrations... are quiet) and ``per-file-ignores`` of
@@ -24,6 +28,7 @@ from txnsafety import __version__
 # checks nothing.
 try:
     from .analysis import Prefilter
+    from .index import IndexStats
     from .project import ProjectRun, analyze_one, from_project, project_scope
     from .settings import (ConfigError, Settings, apply_mapping, find_flake8_config, flake8_txn_options,
                            load_settings)
@@ -114,7 +119,6 @@ class Plugin:
         for f in findings:
             yield f.line, f.col, f.message, type(self)
 
-
     def _project_run(self, settings: "Settings") -> Optional["ProjectRun"]:
         """The project's analysis when this file lies in a project (made once per process;
         a parallel flake8 worker reads what the first one wrote to the index)."""
@@ -125,7 +129,12 @@ class Plugin:
             return None
         cls = type(self)
         if cls._project is None or cls._project.root != root:
-            cls._project = ProjectRun.for_root(root, settings)
+            try:
+                cls._project = ProjectRun.for_root(root, settings)
+            except Exception as exc:  # noqa: BLE001 - flake8 must go on, file by file
+                sys.stderr.write(f"txnsafety: the project under {root} could not be analysed "
+                                 f"({exc.__class__.__name__}: {exc}); checking files one by one\n")
+                cls._project = ProjectRun(root, {}, IndexStats())
             for line in cls._project.stats.problems:
                 sys.stderr.write(line + "\n")
         return cls._project

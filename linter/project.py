@@ -4,6 +4,10 @@ The command line (:mod:`.cli`) is a thin layer over :func:`lint_paths`; the step
 the ones every output format and the baseline depend on: paths relative to the project
 root, the enclosing function of each finding, ``per-file-ignores``, and findings in
 quiet roles (tests, migrations, scripts: :mod:`.roles`) counted and left out.
+
+Inside a project every run analyses the whole project (:class:`ProjectRun`, through the
+on-disk index of :mod:`.index`) and reports the files it was given, so ``txnsafety lint
+FILE``, flake8 and pre-commit agree with ``txnsafety lint .`` on each file.
 """
 from __future__ import annotations
 

@@ -32,8 +32,9 @@ import json
 import os
 import tempfile
 import typing
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
+from .analysis import FileFacts
 from .config import Config
 from .model import Finding
 
@@ -67,6 +68,7 @@ class IndexStats:
     files: int = 0
     reread: int = 0                  # files read and hashed again (new or changed)
     reused: bool = False             # the stored project result was used
+    facts_reused: int = 0            # files whose FileFacts came from the index
     #: why the index could not be read or written (one line each)
     problems: list[str] = dataclasses.field(default_factory=list)
 
@@ -128,6 +130,18 @@ def _finding_in(data: dict[str, Any]) -> Finding:
     return Finding(**{k: (enums[k][v] if k in enums else v) for k, v in data.items()})
 
 
+def _facts_out(f: FileFacts) -> list:
+    return [sorted(f.transactions), sorted(f.locks),
+            [[model, [sorted(key) for key in keys]] for model, keys in f.unique_keys]]
+
+
+def _facts_in(data: list) -> FileFacts:
+    txns, locks, keys = data
+    return FileFacts(frozenset(map(str, txns)), frozenset(map(str, locks)),
+                     tuple((str(model), tuple(frozenset(map(str, key)) for key in found))
+                           for model, found in keys))
+
+
 class ProjectIndex:
     """The index of one project root.  ``enabled=False`` keeps everything in memory."""
 
@@ -140,6 +154,9 @@ class ProjectIndex:
         self._key: Optional[str] = None
         self._results: dict[str, FileResult] = {}
         self._written_ns = 0
+        #: shown -> (content hash, FileFacts), valid under the analysis settings ``_facts_config``
+        self._facts: dict[str, tuple[str, FileFacts]] = {}
+        self._facts_config = ""
 
     # ------------------------------------------------------------ reading
 
@@ -167,10 +184,15 @@ class ProjectIndex:
                        for k, v in (project.get("results") or {}).items()}
             key = project.get("key")
             written = int(data.get("written_ns", 0))
+            facts = data.get("facts") or {}
+            facts_config = str(facts.get("config", ""))
+            per_file = {str(k): (str(v[0]), _facts_in(v[1]))
+                        for k, v in (facts.get("files") or {}).items()}
         except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
             self._problem(f"{self._shown(path)} is corrupt ({_reason(exc)}); rebuilding it")
             return
         self._files, self._results, self._key, self._written_ns = files, results, key, written
+        self._facts, self._facts_config = per_file, facts_config
 
     def refresh(self, files: Sequence[tuple[str, str]]) -> dict[str, Optional[str]]:
         """Content hashes of ``files`` ((shown, path) pairs), re-reading only those whose size
@@ -219,6 +241,29 @@ class ProjectIndex:
             return self._results
         return None
 
+    def facts_source(self, cfg: Config, compute: Callable[[str, Any], FileFacts]
+                     ) -> Callable[[str, Optional[str], Any], FileFacts]:
+        """A function (shown, content hash, what ``compute`` needs) -> the file's
+        :class:`FileFacts`: from the index when the content and the settings are the same,
+        else ``compute(shown, arg)``, remembered for the next save."""
+        config = config_fingerprint(cfg)
+        if config != self._facts_config:
+            self._facts, self._facts_config = {}, config
+        old, fresh = self._facts, {}
+        self._facts = fresh
+
+        def get(shown: str, digest: Optional[str], arg: Any) -> FileFacts:
+            known = old.get(shown)
+            if digest is not None and known is not None and known[0] == digest:
+                self.stats.facts_reused += 1
+                facts = known[1]
+            else:
+                facts = compute(shown, arg)
+            if digest is not None:
+                fresh[shown] = (digest, facts)
+            return facts
+        return get
+
     # ------------------------------------------------------------ writing
 
     def store(self, key: str, results: dict[str, FileResult]) -> None:
@@ -235,7 +280,9 @@ class ProjectIndex:
                     shown: {"findings": [_finding_out(f) for f in r.findings],
                             "silenced": [_finding_out(f) for f in r.silenced],
                             "error": r.error, "note": r.note}
-                    for shown, r in self._results.items()}}}
+                    for shown, r in self._results.items()}},
+                "facts": {"config": self._facts_config, "files": {
+                    shown: [digest, _facts_out(f)] for shown, (digest, f) in self._facts.items()}}}
         try:
             self._make_directory()
             fd, tmp = tempfile.mkstemp(prefix=".index-", suffix=".tmp", dir=self.directory)

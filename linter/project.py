@@ -15,11 +15,11 @@ import collections
 import dataclasses
 import functools
 import os
-from typing import Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pathspec
 
-from .analysis import Prefilter, analyze_project, analyze_source
+from .analysis import FileFacts, Prefilter, analyze_project, analyze_source, file_facts
 from .files import SourceFile, file_role, select_files
 from .identity import with_functions
 from .index import CACHE_DIR, FileResult, IndexStats, ProjectIndex
@@ -154,7 +154,10 @@ class ProjectRun:
             results = index.results(key)
             if results is None or set(results) != set(digests):
                 index.stats.reused = False
-                results = analyze_files(files, settings, [root])
+                cfg = settings.analysis
+                get = index.facts_source(cfg, lambda _shown, parsed: file_facts(*parsed, cfg))
+                results = analyze_files(files, settings, [root], facts_of=lambda sf, src, tree: get(
+                    sf.shown, digests.get(sf.shown), (src, tree)))
                 index.store(key, results)
             elif index.stats.reread:
                 index.save()               # same content, new modification times
@@ -166,16 +169,20 @@ class ProjectRun:
 
     def messages(self) -> list[str]:
         s = self.stats
-        how = "reused" if s.reused else "computed"
+        how = "reused" if s.reused else \
+            f"computed (facts of {s.facts_reused} unchanged file(s) from the index)"
         lines = [f"txnsafety: index {CACHE_DIR}: {s.files} file(s), {s.reread} read again, "
                  f"project analysis {how}"]
         return lines + s.problems
 
 
 def analyze_files(files: Sequence[SourceFile], settings: Settings, roots: Sequence[str],
-                  cross_module: bool = True) -> dict[str, FileResult]:
+                  cross_module: bool = True,
+                  facts_of: Optional[Callable[[SourceFile, str, Any], FileFacts]] = None
+                  ) -> dict[str, FileResult]:
     """Each file's findings (``# noqa`` applied, enclosing functions filled in) or problem,
-    by shown path: the files analysed together as one project, or each on its own."""
+    by shown path: the files analysed together as one project, or each on its own.
+    ``facts_of``: each file's :class:`FileFacts` (the index keeps them by content)."""
     cfg = settings.analysis
     prefilter = Prefilter(cfg)
     out: dict[str, FileResult] = {}
@@ -193,8 +200,9 @@ def analyze_files(files: Sequence[SourceFile], settings: Settings, roots: Sequen
     raw: dict[str, list[Finding]] = {}
     if cross_module:
         try:
+            facts = [facts_of(sf, src, tree) for sf, src, tree in parsed] if facts_of else None
             raw = analyze_project([(sf.path, src, tree) for sf, src, tree in parsed], cfg,
-                                  [p for p in roots if os.path.exists(p)], prefilter)
+                                  [p for p in roots if os.path.exists(p)], prefilter, facts)
         except Exception:  # noqa: BLE001 - one pathological file must not hide the rest
             raw = {}
             cross_module = False

@@ -21,9 +21,13 @@ import time
 
 import pytest
 
+from txnsafety_lint.analysis import file_facts, project_config
 from txnsafety_lint.cli import main
+from txnsafety_lint.config import Config
 from txnsafety_lint.index import CACHE_DIR, INDEX_FILE
+from txnsafety_lint.wrappers import with_wrappers
 
+from .helpers import ROOT
 from .test_precommit import _git, _hookrepo
 
 FILES = {
@@ -212,6 +216,9 @@ def test_warm_run_reads_only_changed_files(tmp_path, capsys):
     cap = capsys.readouterr()
     assert _index_note(cap.err) == (1, "computed")
     assert "shop/views.py:16:9: TXN106" in cap.out          # no longer a transaction
+    # the wrappers and unique keys of models, loaders, views and reports come from the index,
+    # txn.py's anew (the empty __init__.py has none)
+    assert "facts of 4 unchanged file(s) from the index" in cap.err, cap.err
     # touched, not changed: read again, the stored analysis reused
     os.utime(txn, (past + 10, past + 10))
     assert main([views, "-v"]) == 1
@@ -287,3 +294,24 @@ def test_parallel_runs_share_one_index(tmp_path):
     assert findings(outs[2]) == whole
     data = json.loads((root / CACHE_DIR / INDEX_FILE).read_text())
     assert sorted(data["files"]) == PY_FILES
+
+
+def test_per_file_facts_make_the_project_configuration(tmp_path):
+    """The index keeps wrappers and unique keys per file (analysis.FileFacts); merged, they
+    must be exactly what ``with_wrappers`` finds over the whole project, or the index would
+    judge differently from a run without it."""
+    root = make_project(tmp_path)
+    paths = sorted((ROOT / "fixtures").rglob("*.py")) + [root / p for p in PY_FILES]
+    sources = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        try:
+            sources.append((text, __import__("ast").parse(text)))
+        except SyntaxError:
+            continue
+    for cfg in (Config(), Config(locks={"my_lock"}, transactions={"unit_of_work"})):
+        whole = with_wrappers(cfg, sources)
+        merged = project_config(cfg, [file_facts(text, tree, cfg) for text, tree in sources])
+        assert whole.transactions - cfg.transactions and whole.unique_keys   # not trivial
+        assert merged == whole
+        assert list(merged.unique_keys["Coupon"]) == list(whole.unique_keys["Coupon"])

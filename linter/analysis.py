@@ -26,6 +26,7 @@ import re
 from typing import Optional, Sequence
 
 from .config import Config
+from .constraints import manager_attributes, unique_keys
 from .dataflow import CallSite, FunctionAnalyzer
 from .model import Finding
 from .module_analysis import ModuleAnalyzer
@@ -33,9 +34,10 @@ from .module_facts import ModuleFacts, inherit_policies, inherit_versioned
 from .prefilter import Prefilter
 from .sessions import SessionTypes
 from .syntax import source_lines
-from .wrappers import with_wrappers
+from .wrappers import project_wrappers, with_wrappers
 
-__all__ = ["ModuleAnalyzer", "Prefilter", "analyze_project", "analyze_source", "source_lines"]
+__all__ = ["FileFacts", "ModuleAnalyzer", "Prefilter", "analyze_project", "analyze_source",
+           "file_facts", "project_config", "source_lines"]
 
 #: a module that may declare its own transaction wrapper, unique keys or managers (wrappers.py)
 _WRAPPER_HINT = re.compile(r"unique|primary_key|OneToOneField|atomic|begin|transaction|lock|Manager|as_manager")
@@ -53,6 +55,51 @@ def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = ""
     mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter)
     findings = mod.run()
     return [dataclasses.replace(f, path=filename) for f in findings]
+
+
+@dataclasses.dataclass(frozen=True)
+class FileFacts:
+    """What one file adds to the project's configuration: the transaction and lock wrappers
+    it declares (wrappers.py) and its models' unique keys (constraints.py).  Plain data, so
+    the project index keeps it by the file's content and an edit recomputes only its own."""
+
+    transactions: frozenset[str] = frozenset()
+    locks: frozenset[str] = frozenset()
+    unique_keys: tuple[tuple[str, tuple[frozenset[str], ...]], ...] = ()
+    #: manager attributes its models declare besides ``objects``
+    managers: frozenset[str] = frozenset()
+
+
+def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
+    """The :class:`FileFacts` of one module (the per-file part of ``with_wrappers``)."""
+    txns, locks = project_wrappers([(source, tree)], cfg)
+    keys = unique_keys([(source, tree)])
+    return FileFacts(frozenset(txns), frozenset(locks),
+                     tuple((model, tuple(found)) for model, found in keys.items()),
+                     manager_attributes([(source, tree)]))
+
+
+def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
+    """``with_wrappers(cfg, sources)`` from the files' facts, in the files' order (unique keys
+    of a model declared twice keep that order); tests/linter/test_entry_points.py checks the
+    two agree."""
+    txns: set[str] = set()
+    locks: set[str] = set()
+    keys: dict[str, list] = {}
+    managers: set[str] = set()
+    for f in facts:
+        txns |= f.transactions
+        locks |= f.locks
+        managers |= f.managers
+        for model, found in f.unique_keys:
+            keys.setdefault(model, []).extend(found)
+    if not txns and not locks and not keys and not managers:
+        return cfg
+    merged = dict(cfg.unique_keys)
+    for model, found in keys.items():
+        merged[model] = merged.get(model, []) + found
+    return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
+                               unique_keys=merged, managers=cfg.managers | managers)
 
 
 def _module_names(path: str, roots: Sequence[str]) -> list[str]:
@@ -73,15 +120,19 @@ def _module_names(path: str, roots: Sequence[str]) -> list[str]:
 
 
 def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Config] = None,
-                    roots: Sequence[str] = (), prefilter: Optional[Prefilter] = None
-                    ) -> dict[str, list[Finding]]:
+                    roots: Sequence[str] = (), prefilter: Optional[Prefilter] = None,
+                    facts: Optional[Sequence[FileFacts]] = None) -> dict[str, list[Finding]]:
     """Analyse many modules and join calls between them (``from x import helper``).
 
     What crosses modules, always through imports (``from x import name``, ``from pkg import
     module`` + ``module.name``, relative imports): helpers that write or re-read an entity,
     helpers that return an entity they read, versioned models and model policies (also
-    through re-exports and subclasses)."""
-    cfg = with_wrappers(cfg or Config(), [(source, tree) for _path, source, tree in files])
+    through re-exports and subclasses).  ``facts``: each file's :class:`FileFacts`, in the
+    order of ``files`` (from the project index), instead of reading them from the trees."""
+    if facts is not None:
+        cfg = project_config(cfg or Config(), facts)
+    else:
+        cfg = with_wrappers(cfg or Config(), [(source, tree) for _path, source, tree in files])
     prefilter = prefilter or Prefilter(cfg)
     mods: dict[str, ModuleAnalyzer] = {}
     facts: dict[str, object] = {}            # path -> ModuleInfo or ModuleFacts

@@ -157,12 +157,18 @@ def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, 
     return found
 
 
-def quiet_group(quiet: Mapping[tuple[str, str], QuietGroup], path: str,
-                qualname: Optional[str]) -> Optional[QuietGroup]:
-    """The group hiding a finding in ``qualname`` (or in a function it is nested in)."""
+def quiet_group(quiet: Mapping[str, str], qualname: Optional[str],
+                include: Iterable[QuietGroup] = ()) -> Optional[QuietGroup]:
+    """The group hiding a finding in ``qualname`` (or in a function it is nested in), from
+    ``quiet`` (qualified name -> group name, as :func:`quiet_functions` found it with every
+    group quiet); None when there is none or ``include`` shows it."""
     scope = qualname or ""
     while scope:
-        if (path, scope) in quiet:
-            return quiet[(path, scope)]
+        if scope in quiet:
+            try:
+                group = QuietGroup(quiet[scope])
+            except ValueError:          # an index written by another version: ignore it
+                return None
+            return None if group in set(include) else group
         scope = scope.rpartition(".")[0]
     return None

@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="colour the text output (auto: on a terminal; NO_COLOR/FORCE_COLOR apply)")
     p.add_argument("--no-cross-module", action="store_true",
                    help="analyse each file on its own (no calls followed between modules)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="do not read or write the project index (.txnsafety_cache at the "
+                        "project root); setting: cache = false")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when something is found")
     p.add_argument("--verbose", "-v", action="store_true")
     return p
@@ -79,6 +82,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             overrides[group.setting] = "true"
     if args.min_confidence:
         overrides["min-confidence"] = args.min_confidence
+    if args.no_cache:
+        overrides["cache"] = "false"
     apply_mapping(s, {"txn-" + k: v for k, v in overrides.items()}, None, "command line",
                   from_ini=True)
     return s

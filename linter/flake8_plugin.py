@@ -4,6 +4,10 @@ flake8 hands us its ``ast`` tree and the file's lines; the analysis only runs
 libcst on the functions the cheap ``ast``/text prefilter keeps.  ``# noqa`` is
 applied by flake8 itself.
 
+Inside a project (a configuration file or a git work tree marks its root) the file is judged
+with the whole project's analysis, read from the project index (:mod:`.index`) or computed
+once per process, so flake8 reports what ``txnsafety lint .`` reports for it.
+
 The configuration comes from the same loader as ``txnsafety lint``
 (:func:`settings.load_settings`): ``[tool.txnsafety]`` over flake8's ``txn-*`` options,
 file roles (tests, migrations... are quiet) and ``per-file-ignores`` of
@@ -24,7 +28,8 @@ from txnsafety import __version__
 # checks nothing.
 try:
     from .analysis import Prefilter
-    from .project import analyze_one
+    from .index import IndexStats
+    from .project import ProjectRun, analyze_one, from_project, project_scope
     from .settings import (ConfigError, Settings, apply_mapping, find_flake8_config, flake8_txn_options,
                            load_settings)
     MISSING: Optional[str] = None
@@ -43,6 +48,8 @@ class Plugin:
 
     _settings: Optional[Settings] = None
     _prefilter: Optional[Prefilter] = None
+    #: the project's analysis, made (or read from the index) by the first file of the run
+    _project: Optional["ProjectRun"] = None
 
     def __init__(self, tree: ast.AST, filename: str = "(none)", lines: Optional[list] = None):
         self.tree = tree
@@ -61,6 +68,9 @@ class Plugin:
         manager.add_option("--txn-side-effects-in-any-transaction", default=False,
                            action="store_true", parse_from_config=True,
                            help="txnsafety: report side effects in any transaction (TXN107)")
+        manager.add_option("--txn-cache", default="", parse_from_config=True,
+                           help="txnsafety: false to neither read nor write the project index "
+                                "(.txnsafety_cache at the project root)")
         manager.add_option("--txn-include", default="", parse_from_config=False,
                            comma_separated_list=True,
                            help="txnsafety: report findings in these quiet groups too "
@@ -79,6 +89,7 @@ class Plugin:
             sys.stderr.write(f"txnsafety: configuration error: {exc}\n")
             raise SystemExit(2) from None
         cls._prefilter = Prefilter(cls._settings.analysis)
+        cls._project = None
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         if MISSING is not None:
@@ -97,13 +108,36 @@ class Plugin:
         source = "".join(self.lines)
         if len(source) > cfg.max_bytes:
             return
-        try:
-            findings = analyze_one(self.filename, source, self.tree, settings,
-                                   type(self)._prefilter)
-        except (SyntaxError, RecursionError, ValueError, MemoryError):
-            return
+        project = self._project_run(settings)
+        findings = from_project(project, self.filename, settings) if project is not None else None
+        if findings is None:           # not in a project, or not in its selection: on its own
+            try:
+                findings = analyze_one(self.filename, source, self.tree, settings,
+                                       type(self)._prefilter)
+            except (SyntaxError, RecursionError, ValueError, MemoryError):
+                return
         for f in findings:
             yield f.line, f.col, f.message, type(self)
+
+    def _project_run(self, settings: "Settings") -> Optional["ProjectRun"]:
+        """The project's analysis when this file lies in a project (made once per process;
+        a parallel flake8 worker reads what the first one wrote to the index)."""
+        if self.filename in ("-", "stdin", "(none)"):
+            return None
+        root = project_scope([self.filename], settings)
+        if root is None:
+            return None
+        cls = type(self)
+        if cls._project is None or cls._project.root != root:
+            try:
+                cls._project = ProjectRun.for_root(root, settings)
+            except Exception as exc:  # noqa: BLE001 - flake8 must go on, file by file
+                sys.stderr.write(f"txnsafety: the project under {root} could not be analysed "
+                                 f"({exc.__class__.__name__}: {exc}); checking files one by one\n")
+                cls._project = ProjectRun(root, {}, IndexStats())
+            for line in cls._project.stats.problems:
+                sys.stderr.write(line + "\n")
+        return cls._project
 
 
 def _cli_overrides(options: Any, from_file: dict[str, str]) -> dict[str, Any]:
@@ -114,6 +148,9 @@ def _cli_overrides(options: Any, from_file: dict[str, str]) -> dict[str, Any]:
         value = getattr(options, "txn_" + opt.replace("-", "_"), None)
         if value:
             mapping["txn-" + opt] = ",".join(value)
+    cache = getattr(options, "txn_cache", "")
+    if cache:
+        mapping["txn-cache"] = cache
     iso = getattr(options, "txn_isolation", "")
     if iso:
         mapping["txn-isolation"] = iso

@@ -4,6 +4,10 @@ The command line (:mod:`.cli`) is a thin layer over :func:`lint_paths`; the step
 the ones every output format and the baseline depend on: paths relative to the project
 root, the enclosing function of each finding, ``per-file-ignores``, and findings in
 quiet roles (tests, migrations, scripts: :mod:`.roles`) counted and left out.
+
+Inside a project every run analyses the whole project (:class:`ProjectRun`, through the
+on-disk index of :mod:`.index`) and reports the files it was given, so ``txnsafety lint
+FILE``, flake8 and pre-commit agree with ``txnsafety lint .`` on each file.
 """
 from __future__ import annotations
 
@@ -11,17 +15,18 @@ import collections
 import dataclasses
 import functools
 import os
-from typing import Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pathspec
 
-from .analysis import Prefilter, analyze_project, analyze_source
+from .analysis import FileFacts, Prefilter, analyze_project, analyze_source, file_facts
 from .files import SourceFile, file_role, select_files
 from .identity import with_functions
+from .index import CACHE_DIR, FileResult, IndexStats, ProjectIndex
 from .model import Finding
 from .callers import quiet_functions, quiet_group
 from .roles import QUIET, FileRole, QuietGroup
-from .settings import Settings
+from .settings import Settings, flake8_txn_options
 from .sources import FileProblem, analyze_file, noqa_filter, parse_file
 
 
@@ -59,64 +64,63 @@ def visible(f: Finding, role: FileRole, settings: Settings) -> Optional[QuietGro
     return None if group is None or group in settings.include else group
 
 
-def _quiet_functions(parsed: list, raw: Mapping[str, list[Finding]],
-                     settings: Settings) -> dict[tuple[str, str], QuietGroup]:
-    """Functions of reported files that only quiet code calls (``callers.py``); computed
-    only when such a file has a finding."""
-    if not any(raw.get(sf.path) and visible(raw[sf.path][0], sf.role, settings) is None
-               for sf, _src, _tree in parsed):
-        return {}
-    return quiet_functions([(sf.path, tree) for sf, _src, tree in parsed],
-                           {sf.path: sf.role for sf, _src, _tree in parsed},
-                           frozenset(settings.include))
+def project_scope(paths: Sequence[str], settings: Settings) -> Optional[str]:
+    """The project root when ``paths`` lie inside a real project (a configuration file or a
+    git work tree marks its root), else None: the given paths are then the whole project,
+    as before (a folder outside any project is never walked)."""
+    root = os.path.abspath(settings.root)
+    marked = settings.config_file is not None or os.path.exists(os.path.join(root, ".git")) \
+        or (settings.flake8_file is not None and os.path.dirname(settings.flake8_file) == root
+            and bool(flake8_txn_options(settings.flake8_file)))
+    if not marked:
+        return None
+    for path in paths:
+        ap = os.path.abspath(path)
+        if ap != root and not ap.startswith(root + os.sep):
+            return None
+    return root
 
 
-def lint_paths(paths: Sequence[str], settings: Settings, cross_module: bool = True) -> RunResult:
-    cfg = settings.analysis
-    prefilter = Prefilter(cfg)
+def lint_paths(paths: Sequence[str], settings: Settings, cross_module: bool = True,
+               cache: Optional[bool] = None) -> RunResult:
+    """One run.  Inside a project (:func:`project_scope`) the whole project is analysed (from
+    the index when nothing changed) and the findings of the files selected from ``paths``
+    are reported: ``txnsafety lint FILE`` and ``txnsafety lint .`` agree on ``FILE``."""
     selection = select_files(paths, settings)
     result = RunResult([], {}, list(selection.errors), list(selection.warnings), [],
                        len(selection.files))
-    parsed: list[tuple[SourceFile, str, object]] = []
-    for sf in selection.files:
-        try:
-            got = parse_file(sf.path, cfg)
-        except FileProblem as exc:
-            result.errors.append(f"{sf.shown}: error: {exc}")
-            continue
-        if got is None:
-            result.notes.append(f"{sf.shown}: note: empty file, nothing to check")
-        else:
-            parsed.append((sf, got[0], got[1]))
-    raw: dict[str, list[Finding]] = {}
-    if cross_module:
-        roots = [p for p in paths if os.path.exists(p)]
-        try:
-            raw = analyze_project([(sf.path, src, tree) for sf, src, tree in parsed], cfg,
-                                  roots, prefilter)
-        except Exception:  # noqa: BLE001 - one pathological file must not hide the rest
-            raw = {}
-            cross_module = False
-        else:
-            sources = {sf.path: src for sf, src, _tree in parsed}
-            raw = {path: noqa_filter(found, sources[path]) for path, found in raw.items()}
-    if not cross_module:
-        for sf, src, tree in parsed:
-            try:
-                raw[sf.path] = analyze_file(sf.path, src, tree, cfg, prefilter)  # type: ignore[arg-type]
-            except FileProblem as exc:
-                result.errors.append(f"{sf.shown}: error: {exc}")
+    root = project_scope(paths, settings) if cross_module else None
+    outcomes: dict[str, FileResult] = {}
+    if root is not None:
+        project = ProjectRun.for_root(root, settings, cache)
+        lines = project.messages()
+        result.notes.append(lines[0])
+        result.warnings.extend(lines[1:])
+        alone = []
+        for sf in selection.files:
+            found = project.result(sf.shown)
+            if found is None:
+                alone.append(sf)          # not part of the project's selection (excluded)
+            else:
+                outcomes[sf.shown] = found
+        outcomes.update(analyze_files(alone, settings, [], cross_module=False))
+    else:
+        outcomes = analyze_files(selection.files, settings, paths, cross_module)
     hidden: collections.Counter = collections.Counter()
-    quiet = _quiet_functions(parsed, raw, settings) if cross_module else {}
-    for sf, _src, tree in parsed:
-        found = raw.get(sf.path, [])
-        if not found:
+    for sf in selection.files:
+        outcome = outcomes.get(sf.shown)
+        if outcome is None:
             continue
+        if outcome.error:
+            result.errors.append(f"{sf.shown}: error: {outcome.error}")
+        if outcome.note:
+            result.notes.append(f"{sf.shown}: note: {outcome.note}")
         off = ignored_codes(sf.shown, settings.per_file_ignores)
-        for f in with_functions(found, tree):  # type: ignore[arg-type]
+        for f in outcome.findings:
             if any(f.code.startswith(c) for c in off):
                 continue
-            group = visible(f, sf.role, settings) or quiet_group(quiet, sf.path, f.function)
+            group = visible(f, sf.role, settings) or quiet_group(outcome.quiet, f.function,
+                                                                 settings.include)
             if group is not None:
                 hidden[group] += 1
                 continue
@@ -127,6 +131,138 @@ def lint_paths(paths: Sequence[str], settings: Settings, cross_module: bool = Tr
     result.findings.sort(key=Finding.sort_key)
     result.hidden = {g: hidden[g] for g in QuietGroup if hidden[g]}
     return result
+
+
+class ProjectRun:
+    """The analysis of the whole project under ``root``, from the index when nothing changed.
+
+    Every entry point reads one file's part of it (:meth:`result`), so flake8 on a file,
+    the pre-commit hook on changed files and ``txnsafety lint .`` judge it with the same
+    project facts."""
+
+    def __init__(self, root: str, results: dict[str, FileResult], stats: IndexStats):
+        self.root = root
+        self.results = results
+        self.stats = stats
+
+    @classmethod
+    def for_root(cls, root: str, settings: Settings, cache: Optional[bool] = None) -> "ProjectRun":
+        index = ProjectIndex(root, enabled=settings.cache if cache is None else cache)
+        with index.locked():
+            index.load()
+            files = select_files([root], settings).files
+            digests = index.refresh([(sf.shown, sf.path) for sf in files])
+            key = index.project_key(digests, settings.analysis)
+            results = index.results(key)
+            if results is None or set(results) != set(digests):
+                index.stats.reused = False
+                cfg = settings.analysis
+                get = index.facts_source(cfg, lambda _shown, parsed: file_facts(*parsed, cfg))
+                results = analyze_files(files, settings, [root], facts_of=lambda sf, src, tree: get(
+                    sf.shown, digests.get(sf.shown), (src, tree)))
+                index.store(key, results)
+            elif index.stats.reread:
+                index.save()               # same content, new modification times
+        return cls(root, results, index.stats)
+
+    def result(self, shown: str) -> Optional[FileResult]:
+        """The file's part, None when the file is not part of the project's selection."""
+        return self.results.get(shown)
+
+    def messages(self) -> list[str]:
+        s = self.stats
+        how = "reused" if s.reused else \
+            f"computed (facts of {s.facts_reused} unchanged file(s) from the index)"
+        lines = [f"txnsafety: index {CACHE_DIR}: {s.files} file(s), {s.reread} read again, "
+                 f"project analysis {how}"]
+        return lines + s.problems
+
+
+def analyze_files(files: Sequence[SourceFile], settings: Settings, roots: Sequence[str],
+                  cross_module: bool = True,
+                  facts_of: Optional[Callable[[SourceFile, str, Any], FileFacts]] = None
+                  ) -> dict[str, FileResult]:
+    """Each file's findings (``# noqa`` applied, enclosing functions filled in) or problem,
+    by shown path: the files analysed together as one project, or each on its own.
+    ``facts_of``: each file's :class:`FileFacts` (the index keeps them by content)."""
+    cfg = settings.analysis
+    prefilter = Prefilter(cfg)
+    out: dict[str, FileResult] = {}
+    parsed: list[tuple[SourceFile, str, object]] = []
+    for sf in files:
+        try:
+            got = parse_file(sf.path, cfg)
+        except FileProblem as exc:
+            out[sf.shown] = FileResult(error=str(exc))
+            continue
+        if got is None:
+            out[sf.shown] = FileResult(note="empty file, nothing to check")
+        else:
+            parsed.append((sf, got[0], got[1]))
+    raw: dict[str, list[Finding]] = {}
+    if cross_module:
+        try:
+            facts = [facts_of(sf, src, tree) for sf, src, tree in parsed] if facts_of else None
+            raw = analyze_project([(sf.path, src, tree) for sf, src, tree in parsed], cfg,
+                                  [p for p in roots if os.path.exists(p)], prefilter, facts)
+        except Exception:  # noqa: BLE001 - one pathological file must not hide the rest
+            raw = {}
+            cross_module = False
+    for sf, src, tree in parsed:
+        if not cross_module:
+            try:
+                raw[sf.path] = analyze_file(sf.path, src, tree, cfg, prefilter,  # type: ignore[arg-type]
+                                            noqa=False)
+            except FileProblem as exc:
+                out[sf.shown] = FileResult(error=str(exc))
+                continue
+        found = raw.get(sf.path, [])
+        if not found:
+            out[sf.shown] = FileResult()
+            continue
+        found = with_functions(found, tree)  # type: ignore[arg-type]
+        kept = noqa_filter(found, src)
+        out[sf.shown] = FileResult(kept, [f for f in found if f not in kept])
+    if cross_module:
+        _note_quiet_callers(parsed, out)
+    return out
+
+
+def _note_quiet_callers(parsed: list, out: dict[str, FileResult]) -> None:
+    """Record, for the functions holding findings in reported files, the quiet group of
+    callers when only quiet code calls them (``callers.py``)."""
+    if not any(out.get(sf.shown) and out[sf.shown].findings and QUIET.get(sf.role) is None
+               for sf, _src, _tree in parsed):
+        return
+    quiet = quiet_functions([(sf.path, tree) for sf, _src, tree in parsed],
+                            {sf.path: sf.role for sf, _src, _tree in parsed})
+    for sf, _src, _tree in parsed:
+        result = out.get(sf.shown)
+        if result is None or not result.findings:
+            continue
+        for f in result.findings + result.silenced:
+            scope = f.function or ""
+            while scope:
+                group = quiet.get((sf.path, scope))
+                if group is not None:
+                    result.quiet[scope] = group.value
+                scope = scope.rpartition(".")[0]
+
+
+def from_project(project: ProjectRun, path: str, settings: Settings) -> Optional[list[Finding]]:
+    """The findings of ``path`` from the project's analysis, filtered as :func:`lint_paths`
+    filters them (roles, ``per-file-ignores``, ``min-confidence``); None when the file is not
+    part of the project's selection."""
+    shown, role = file_role(path, os.path.dirname(os.path.abspath(path)), settings)
+    found = project.result(shown)
+    if found is None:
+        return None
+    if QUIET.get(role) is not None and QUIET[role] not in settings.include:
+        return []
+    off = ignored_codes(shown, settings.per_file_ignores)
+    return [f for f in found.findings + found.silenced
+            if not any(f.code.startswith(c) for c in off) and f.confidence >= settings.min_confidence
+            and quiet_group(found.quiet, f.function, settings.include) is None]
 
 
 def analyze_one(path: str, source: str, tree: object, settings: Settings,

@@ -40,7 +40,7 @@ DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".mypy_cache", ".nox",
     ".pants.d", ".pytest_cache", ".pytype", ".ruff_cache", ".svn", ".tox", ".venv",
     "__pycache__", "__pypackages__", "_build", "buck-out", "build", "dist", "env",
-    "node_modules", "venv")
+    "node_modules", "venv", ".txnsafety_cache")
 
 FLAKE8_FILES = ("setup.cfg", "tox.ini", ".flake8")
 
@@ -67,6 +67,8 @@ class Settings:
     per_file_ignores: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
     per_file_roles: dict[str, FileRole] = dataclasses.field(default_factory=dict)
     respect_gitignore: bool = True
+    #: keep the project index in ``<root>/.txnsafety_cache`` (index.py); off: compute each run
+    cache: bool = True
     force_exclude: bool = False
     include: set[QuietGroup] = dataclasses.field(default_factory=set)
     #: findings below this confidence are counted and left out (model.Confidence)
@@ -197,6 +199,7 @@ KEYS: dict[str, Callable[[Settings, Any, bool], None]] = {
     "per-file-roles": _set("per_file_roles", _roles),
     "respect-gitignore": _set("respect_gitignore", _bool),
     "force-exclude": _set("force_exclude", _bool),
+    "cache": _set("cache", _bool),
     **{g.setting: _include(g) for g in QuietGroup},
     "min-confidence": _set("min_confidence", lambda v, ini: Confidence.parse(v)),
 }

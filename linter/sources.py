@@ -83,8 +83,9 @@ def parse_file(path: str, cfg: Config) -> Optional[tuple[str, ast.AST]]:
 
 
 def analyze_file(path: str, source: str, tree: ast.AST, cfg: Config,
-                 prefilter: Optional[Prefilter] = None) -> list[Finding]:
-    """The findings of one file judged on its own (``--no-cross-module``), noqa applied."""
+                 prefilter: Optional[Prefilter] = None, noqa: bool = True) -> list[Finding]:
+    """The findings of one file judged on its own (``--no-cross-module``), noqa applied
+    unless ``noqa`` is false."""
     try:
         findings = analyze_source(source, cfg, path, tree=tree, prefilter=prefilter)
     except RecursionError:
@@ -92,4 +93,4 @@ def analyze_file(path: str, source: str, tree: ast.AST, cfg: Config,
     except Exception as exc:  # noqa: BLE001 - a lint run must never show a traceback
         raise FileProblem(f"internal error while analysing ({exc.__class__.__name__}: {exc}); "
                           f"please report it") from None
-    return noqa_filter(findings, source)
+    return noqa_filter(findings, source) if noqa else findings

@@ -327,7 +327,16 @@ class FunctionAnalyzer:
             before = len(self.checks)
             self.test(stmt.test, stmt)
             made = self.checks[before:]
+            if made and self.found_in_body(stmt.test):
+                for c in made:
+                    c.suspended = c.kind.missing_row
+            if "in_atomic_block" in code_of(stmt.test) and exits(stmt.body):
+                # ``if not connection.in_atomic_block: raise ...``: the caller's transaction
+                self.stack.append(Scope("txn", "the caller's transaction (checked by "
+                                        "`in_atomic_block`)", self.line(stmt)))
             self.block(stmt.body)
+            for c in made:
+                c.suspended = False
             if stmt.orelse is not None:
                 if isinstance(stmt.orelse, cst.If):
                     self.statement(stmt.orelse)
@@ -1122,6 +1131,28 @@ class FunctionAnalyzer:
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
             check.lookup = self.lookup_of(test)
             self.checks.append(check)
+
+    def found_in_body(self, test: cst.BaseExpression) -> bool:
+        """Whether the ``if`` body is the branch where the checked row exists: ``if
+        q.exists():``, ``if obj:``, ``if obj is not None:`` (not ``if not ...`` or ``is None``)."""
+        stack: list[tuple[cst.CSTNode, bool]] = [(test, False)]
+        while stack:
+            node, negated = stack.pop()
+            if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+                stack.append((node.expression, not negated))
+            elif isinstance(node, cst.BooleanOperation):
+                stack.extend([(node.left, negated), (node.right, negated)])
+            elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and \
+                    isinstance(node.comparisons[0].comparator, cst.Name) and \
+                    node.comparisons[0].comparator.value == "None":
+                is_none = isinstance(node.comparisons[0].operator, cst.Is)
+                stack.append((node.left, negated ^ is_none))
+            elif isinstance(node, cst.Call) and (terminal(node) == "exists" or
+                                                 self.classify_get(node) is not None):
+                return not negated
+            elif isinstance(node, cst.Name) and node.value in self.entities:
+                return not negated
+        return False
 
     def lookup_of(self, expr: cst.BaseExpression) -> Optional[frozenset]:
         """The columns the lookup behind a check compared (None: not known)."""

@@ -149,3 +149,6 @@ class Check:
     #: branch, only an act that uses a name assigned in its branches depends on it
     closed: bool = False
     carried: frozenset = frozenset()
+    #: inside the branch where the row was found (``if q.exists(): ...``): an insert there is
+    #: not the one the check guards
+    suspended: bool = False

@@ -57,7 +57,7 @@ class Act:
 def depends_on(check: Check, act: Act, unprotected_policies: frozenset) -> Optional[bool]:
     """Whether ``act`` depends on ``check``: True, False, or None when the check is settled
     by the act without a finding (a limit the model's policy accepts)."""
-    if check.used or check.line > act.line:
+    if check.used or check.suspended or check.line > act.line:
         return False
     if check.closed and not check.carried & act.names:
         return False            # the check's ``if`` is over and nothing it set reaches the act

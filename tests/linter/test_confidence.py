@@ -78,8 +78,7 @@ FIELDS = textwrap.dedent("""\
     """)
 
 
-def test_a_fields_save_made_from_other_columns_is_low_from_its_own_column_high(tmp_path, capsys,
-                                                                              monkeypatch):
+def test_a_fields_save_from_other_columns_is_low_from_its_own_high(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "app.py").write_text(FIELDS)
     main(["--min-confidence", "low", "--format", "json", "app.py"])

@@ -68,9 +68,12 @@ def _patchable(value: Any) -> bool:
     """Functions, methods, descriptors and classes: what a patch replaces (not data, not submodules)."""
     if value is _MISSING:
         return True
-    if isinstance(value, types.ModuleType):
+    # ``type(value)``, not ``isinstance``: a lazy object (Django's ``staticfiles_storage``)
+    # would set itself up when asked for its ``__class__``
+    kind = type(value)
+    if issubclass(kind, types.ModuleType):
         return False
-    return callable(value) or isinstance(value, (staticmethod, classmethod, property))
+    return callable(value) or issubclass(kind, (staticmethod, classmethod, property))
 
 
 def _owners() -> dict[int, tuple[Any, dict[str, Any]]]:
@@ -82,7 +85,8 @@ def _owners() -> dict[int, tuple[Any, dict[str, Any]]]:
             continue
         found[id(module)] = (module, dict(namespace))
         for value in list(namespace.values()):
-            if isinstance(value, type) and getattr(value, "__module__", None) == name and id(value) not in found:
+            if issubclass(type(value), type) and getattr(value, "__module__", None) == name \
+                    and id(value) not in found:
                 found[id(value)] = (value, dict(vars(value)))
     return found
 

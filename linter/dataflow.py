@@ -75,6 +75,10 @@ class CallSite:
         self.receiver = receiver  # Entity for x.method(...)
 
 
+#: class-name endings of objects whose ``save()`` inserts a row (DRF serializers, ModelForms)
+_FORM_CLASSES = ("Serializer", "Form")
+
+
 class Returned:
     """What a function returns when it returns an entity it read (a loader helper)."""
 
@@ -104,6 +108,8 @@ class FunctionAnalyzer:
         self.vocab: Vocab = mod.vocab
         self.entities: dict[str, Entity] = dict(outer.entities) if outer else {}
         self.taint: dict[str, set] = dict(outer.taint) if outer else {}
+        #: local -> the (entity name, field) pairs its value was made from (``d = x.due``)
+        self.field_taint: dict[str, set] = dict(outer.field_taint) if outer else {}
         self.querysets: dict[str, GetInfo] = dict(outer.querysets) if outer else {}
         self.sessions: set[str] = set(outer.sessions) if outer else set()
         #: local name -> what it holds, as sessions.SessionTypes resolves it ("": unknown)
@@ -670,6 +676,11 @@ class FunctionAnalyzer:
                     self.taint[n] = srcs
                 else:
                     self.taint.pop(n, None)
+                fields = self.fields_read(value)
+                if fields:
+                    self.field_taint[n] = fields
+                else:
+                    self.field_taint.pop(n, None)
                 if isinstance(value, cst.Call) and is_model_name(dotted(value.func).rsplit(".", 1)[-1]) \
                         and "." not in dotted(value.func):
                     self.new_objects[n] = dotted(value.func)
@@ -686,8 +697,9 @@ class FunctionAnalyzer:
                 base = tgt.value
                 if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and \
                         base.value.value in self.entities:
+                    # ``x.settings[k] = v`` changes the column's old value in place
                     self.entities[base.value.value].pending.append(
-                        Mutation(line, base.attr.value, "derived"))
+                        Mutation(line, base.attr.value, "derived", own=True))
 
     def sources(self, expr: cst.CSTNode) -> set:
         out: set = set()
@@ -730,9 +742,20 @@ class FunctionAnalyzer:
             kind = "derived" if non_numeric(value.left) or non_numeric(value.right) else "counter"
         elif ent in self.sources(value):
             kind = "derived"
-        own = any(isinstance(n, cst.Attribute) and n.attr.value == attr and isinstance(n.value, cst.Name)
-                  and n.value.value == tgt.value.value for n in walk_nodes(value))
+        own = (tgt.value.value, attr) in self.fields_read(value)
         ent.pending.append(Mutation(line, attr, kind, own=own))
+
+    def fields_read(self, expr: cst.CSTNode) -> set:
+        """The (entity name, field) pairs ``expr`` is made from, directly (``x.due``) or
+        through locals (``d = x.due.date()``, then ``d + 1``)."""
+        out: set = set()
+        for n in walk_nodes(expr):
+            if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and \
+                    n.value.value in self.entities:
+                out.add((n.value.value, n.attr.value))
+            elif isinstance(n, cst.Name) and n.value in self.field_taint:
+                out |= self.field_taint[n.value]
+        return out
 
     def atomic_expr(self, value: cst.CSTNode) -> bool:
         for call in iter_calls(value):
@@ -762,7 +785,7 @@ class FunctionAnalyzer:
         elif isinstance(tgt, cst.Subscript) and isinstance(tgt.value, cst.Attribute) and \
                 isinstance(tgt.value.value, cst.Name) and tgt.value.value.value in self.entities:
             self.entities[tgt.value.value.value].pending.append(
-                Mutation(line, tgt.value.attr.value, "derived"))
+                Mutation(line, tgt.value.attr.value, "derived", own=True))
 
     # -- calls
     def call(self, call: cst.Call) -> None:
@@ -843,8 +866,10 @@ class FunctionAnalyzer:
                 self.release_row_locks(self.line(call))
             return
         if term in ("save", "put") and recv_name in self.new_objects:
-            self.act(call, f"`{recv_name}.{term}()` of a new object", self.new_objects[recv_name],
-                     "create")
+            made = self.new_objects[recv_name]
+            # a form's or serializer's save() inserts a row of a model it does not name
+            model = None if made.endswith(_FORM_CLASSES) else made
+            self.act(call, f"`{recv_name}.{term}()` of a new object", model, "create")
             return
         if term in ("save", "put") and isinstance(recv, cst.Call) and \
                 is_model_name(dotted(recv.func).rsplit(".", 1)[-1]):

@@ -41,7 +41,7 @@ class Prefilter:
             "|" + re.escape(n.split(".")[-1]) for n in sorted(vocab_cfg.transactions
                                                               | vocab_cfg.retrying_transactions
                                                               | vocab_cfg.locks)))
-        self.mut = re.compile(r"(?<!self)(?<!cls)\.\w+\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|"
+        self.mut = re.compile(r"(?<!self)(?<!cls)\.\w+(?:\[[^\]\n]*\])?\s*(?:[-+*/|&]?=(?!=)|\.(?:append|extend|update|"
                               r"pop|remove|insert|setdefault|clear)\()|setattr\(|self\.a?(?:save|put)\(")
         self.f_gets = re.compile(_F_GET_TOKENS + ("|" + extra_g if extra_g else ""))
         self.f_writes = re.compile(_F_WRITE_TOKENS + ("|" + extra_p if extra_p else ""))

@@ -75,6 +75,19 @@ FIELDS = textwrap.dedent("""\
         shot = Screenshot.objects.get(pk=pk)
         shot.notes = shot.notes + [note]
         shot.save(update_fields=["notes"])
+
+
+    def advance_due(pk):
+        shot = Screenshot.objects.get(pk=pk)
+        due = shot.due.date()
+        shot.due = next_day(due)            # from its own old value, through a local
+        shot.save(update_fields=["due"])
+
+
+    def set_option(pk, key, value):
+        shot = Screenshot.objects.get(pk=pk)
+        shot.options[key] = value           # the old dict changed in place
+        shot.save(update_fields=["options"])
     """)
 
 
@@ -83,4 +96,5 @@ def test_a_fields_save_from_other_columns_is_low_from_its_own_high(tmp_path, cap
     (tmp_path / "app.py").write_text(FIELDS)
     main(["--min-confidence", "low", "--format", "json", "app.py"])
     got = {(f["line"], f["code"], f["confidence"]) for f in json.loads(capsys.readouterr().out)}
-    assert got == {(7, "TXN102", "low"), (13, "TXN102", "high")}
+    assert got == {(7, "TXN102", "low"), (13, "TXN102", "high"), (20, "TXN102", "high"),
+                   (26, "TXN102", "high")}

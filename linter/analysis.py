@@ -26,7 +26,6 @@ import re
 from typing import Optional, Sequence
 
 from .config import Config
-from .constraints import manager_attributes, unique_keys
 from .dataflow import CallSite, FunctionAnalyzer
 from .model import Finding
 from .module_analysis import ModuleAnalyzer
@@ -34,7 +33,7 @@ from .module_facts import ModuleFacts, inherit_policies, inherit_versioned
 from .prefilter import Prefilter
 from .sessions import SessionTypes
 from .syntax import source_lines
-from .wrappers import project_wrappers, with_wrappers
+from .wrappers import FileFacts, file_facts, project_config, with_wrappers
 
 __all__ = ["FileFacts", "ModuleAnalyzer", "Prefilter", "analyze_project", "analyze_source",
            "file_facts", "project_config", "source_lines"]
@@ -55,51 +54,6 @@ def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = ""
     mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter)
     findings = mod.run()
     return [dataclasses.replace(f, path=filename) for f in findings]
-
-
-@dataclasses.dataclass(frozen=True)
-class FileFacts:
-    """What one file adds to the project's configuration: the transaction and lock wrappers
-    it declares (wrappers.py) and its models' unique keys (constraints.py).  Plain data, so
-    the project index keeps it by the file's content and an edit recomputes only its own."""
-
-    transactions: frozenset[str] = frozenset()
-    locks: frozenset[str] = frozenset()
-    unique_keys: tuple[tuple[str, tuple[frozenset[str], ...]], ...] = ()
-    #: manager attributes its models declare besides ``objects``
-    managers: frozenset[str] = frozenset()
-
-
-def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
-    """The :class:`FileFacts` of one module (the per-file part of ``with_wrappers``)."""
-    txns, locks = project_wrappers([(source, tree)], cfg)
-    keys = unique_keys([(source, tree)])
-    return FileFacts(frozenset(txns), frozenset(locks),
-                     tuple((model, tuple(found)) for model, found in keys.items()),
-                     manager_attributes([(source, tree)]))
-
-
-def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
-    """``with_wrappers(cfg, sources)`` from the files' facts, in the files' order (unique keys
-    of a model declared twice keep that order); tests/linter/test_entry_points.py checks the
-    two agree."""
-    txns: set[str] = set()
-    locks: set[str] = set()
-    keys: dict[str, list] = {}
-    managers: set[str] = set()
-    for f in facts:
-        txns |= f.transactions
-        locks |= f.locks
-        managers |= f.managers
-        for model, found in f.unique_keys:
-            keys.setdefault(model, []).extend(found)
-    if not txns and not locks and not keys and not managers:
-        return cfg
-    merged = dict(cfg.unique_keys)
-    for model, found in keys.items():
-        merged[model] = merged.get(model, []) + found
-    return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
-                               unique_keys=merged, managers=cfg.managers | managers)
 
 
 def _module_names(path: str, roots: Sequence[str]) -> list[str]:

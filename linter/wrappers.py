@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from .config import LOCKS, TRANSACTIONS, Config, name_matches
 from .constraints import manager_attributes, unique_keys
@@ -131,13 +131,42 @@ def project_wrappers(sources: Iterable[tuple[str, ast.AST]], cfg: Config) -> tup
     return txns, locks
 
 
-def with_wrappers(cfg: Config, sources: Iterable[tuple[str, ast.AST]]) -> Config:
-    """``cfg`` extended with what ``sources`` declare (a copy; ``cfg`` untouched): their
-    transaction and lock wrappers, and their models' unique keys and managers (constraints.py)."""
-    sources = list(sources)
-    txns, locks = project_wrappers(sources, cfg)
-    keys = unique_keys(sources)
-    managers = manager_attributes(sources)
+@dataclasses.dataclass(frozen=True)
+class FileFacts:
+    """What one file adds to the project's configuration: the transaction and lock wrappers
+    it declares (wrappers.py) and its models' unique keys (constraints.py).  Plain data, so
+    the project index keeps it by the file's content and an edit recomputes only its own."""
+
+    transactions: frozenset[str] = frozenset()
+    locks: frozenset[str] = frozenset()
+    unique_keys: tuple[tuple[str, tuple[frozenset[str], ...]], ...] = ()
+    #: manager attributes its models declare besides ``objects``
+    managers: frozenset[str] = frozenset()
+
+
+def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
+    """The :class:`FileFacts` of one module (the per-file part of ``with_wrappers``)."""
+    txns, locks = project_wrappers([(source, tree)], cfg)
+    keys = unique_keys([(source, tree)])
+    return FileFacts(frozenset(txns), frozenset(locks),
+                     tuple((model, tuple(found)) for model, found in keys.items()),
+                     manager_attributes([(source, tree)]))
+
+
+def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
+    """``with_wrappers(cfg, sources)`` from the files' facts, in the files' order (unique keys
+    of a model declared twice keep that order); tests/linter/test_entry_points.py checks the
+    two agree."""
+    txns: set[str] = set()
+    locks: set[str] = set()
+    keys: dict[str, list] = {}
+    managers: set[str] = set()
+    for f in facts:
+        txns |= f.transactions
+        locks |= f.locks
+        managers |= f.managers
+        for model, found in f.unique_keys:
+            keys.setdefault(model, []).extend(found)
     if not txns and not locks and not keys and not managers:
         return cfg
     merged = dict(cfg.unique_keys)
@@ -145,3 +174,9 @@ def with_wrappers(cfg: Config, sources: Iterable[tuple[str, ast.AST]]) -> Config
         merged[model] = merged.get(model, []) + found
     return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
                                unique_keys=merged, managers=cfg.managers | managers)
+
+
+def with_wrappers(cfg: Config, sources: Iterable[tuple[str, ast.AST]]) -> Config:
+    """``cfg`` extended with what ``sources`` declare (a copy; ``cfg`` untouched): their
+    transaction and lock wrappers, and their models' unique keys and managers (constraints.py)."""
+    return project_config(cfg, [file_facts(text, tree, cfg) for text, tree in sources])

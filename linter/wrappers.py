@@ -154,9 +154,8 @@ def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
 
 
 def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
-    """``with_wrappers(cfg, sources)`` from the files' facts, in the files' order (unique keys
-    of a model declared twice keep that order); tests/linter/test_entry_points.py checks the
-    two agree."""
+    """``cfg`` plus what the files' facts declare, in the files' order (unique keys of a
+    model declared twice keep that order); the index stores the facts per file."""
     txns: set[str] = set()
     locks: set[str] = set()
     keys: dict[str, list] = {}

@@ -1,6 +1,6 @@
 """The linter on thousands of generated programs: how many, and how many crashed (0).
 
-    python benchmarks/fuzz_linter.py            # about 4,600 programs (scale 20), a few minutes
+    python benchmarks/fuzz_linter.py            # 5,000 programs (scale 20), about 4 minutes
     python benchmarks/fuzz_linter.py --scale 5  # quicker
 
 Runs the fuzz tests of ``tests/linter/test_fuzz.py`` (hypothesmith's grammar and node

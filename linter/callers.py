@@ -111,20 +111,16 @@ class CallGraph:
                 self.migrate_receivers.add((d.path, d.qualname))
 
 
-def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, FileRole],
-                    include: frozenset[QuietGroup] = frozenset()
+def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, FileRole]
                     ) -> dict[tuple[str, str], QuietGroup]:
     """``(path, qualname) -> the quiet group`` of each function in reported code whose
-    every reference lies in code of that group (``include``: groups shown anyway)."""
-    modules = list(modules)
+    every reference lies in quiet code (the group most of its references are in).  Every
+    group counts as quiet here; :func:`quiet_group` lets an included group show it."""
     graph = CallGraph(modules)
-    quiet_roles = {role: group for role, group in QUIET.items() if group not in include}
-    migrations = QuietGroup.MIGRATIONS if QuietGroup.MIGRATIONS not in include else None
-    found: dict[tuple[str, str], QuietGroup] = {}
-    if migrations is not None:
-        for key in graph.migrate_receivers:
-            if roles.get(key[0]) not in quiet_roles:
-                found[key] = migrations
+    quiet_roles = dict(QUIET)
+    found: dict[tuple[str, str], QuietGroup] = {
+        key: QuietGroup.MIGRATIONS for key in graph.migrate_receivers
+        if roles.get(key[0]) not in quiet_roles}
 
     def group_of(ref: Reference) -> Optional[QuietGroup]:
         role = roles.get(ref.path)
@@ -160,8 +156,8 @@ def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, 
 def quiet_group(quiet: Mapping[str, str], qualname: Optional[str],
                 include: Iterable[QuietGroup] = ()) -> Optional[QuietGroup]:
     """The group hiding a finding in ``qualname`` (or in a function it is nested in), from
-    ``quiet`` (qualified name -> group name, as :func:`quiet_functions` found it with every
-    group quiet); None when there is none or ``include`` shows it."""
+    ``quiet`` (qualified name -> group name, as :func:`quiet_functions` found it); None when
+    there is none or ``include`` shows it."""
     scope = qualname or ""
     while scope:
         if scope in quiet:

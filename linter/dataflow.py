@@ -1241,7 +1241,7 @@ class FunctionAnalyzer:
         """An insert, save or update: judged against the checks made before it (TXN105)."""
         if not self.checks:
             return
-        act = Act(self.line(node), what, kind, model, frozenset(names_in(node)),
+        act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
                   insert_keys(node) if kind == ActKind.CREATE else None, entity)
         pending = []
         for c in self.checks:

@@ -24,6 +24,7 @@ A lookup in an ``if`` that only fills in something else is not the guard of a la
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Optional
 
 from ..constraints import column, covered
@@ -34,10 +35,12 @@ from ..syntax import CONTEXT_NAMES, assigned_names
 PRIMARY_KEY = frozenset({"id"})
 
 
-class ActKind:
-    CREATE = "create"
-    SAVE = "save"
-    UPDATE = "update"
+class ActKind(str, enum.Enum):
+    """What a write does to the table."""
+
+    CREATE = "create"          # an insert: the act a missing-row check guards
+    SAVE = "save"              # a save of a row read earlier
+    UPDATE = "update"          # a queryset or statement update
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +49,7 @@ class Act:
 
     line: int
     what: str                              # how the source spells it, for the message
-    kind: str                              # ActKind
+    kind: ActKind
     model: Optional[str]
     names: frozenset                       # the names the act's expression reads
     #: the columns an insert sets (None: not visible)

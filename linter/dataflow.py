@@ -29,6 +29,9 @@ from .module_facts import GetInfo, UNPROTECTED_POLICIES, MANAGER_BASES, protecti
 from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
 from .rules.check_then_act import close as close_checks
 from .rules.check_then_act import message as check_then_act_message
+from .rules.claim import claimed, matters
+from .rules.claim import message as claim_message
+from .selection import compared_fields, is_constant, is_slice, state_columns
 from .rules.read_modify_write import compose, judge
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
@@ -132,6 +135,12 @@ class FunctionAnalyzer:
         self.deferred: list[tuple[Finding, str]] = []
         self.call_sites: list[CallSite] = []
         self.reported_write_lines: set[int] = set()
+        #: compare-and-set writes seen (rules/claim.py), judged when the walk has ended
+        self.claims: list[tuple] = []
+        #: write lines reported at high confidence (a claim there is not reported again)
+        self.sure_write_lines: set[int] = set()
+        #: lines of every write and insert: what a double claim would do twice
+        self.work_lines: list[int] = []
         self.is_method = is_method
         self.returned: Optional[Returned] = None
 
@@ -193,6 +202,27 @@ class FunctionAnalyzer:
             self.entities[pname] = ent
             self.taint.pop(pname, None)
         self.block(node.body)
+        self.finish_claims()
+
+    def finish_claims(self) -> None:
+        """TXN105 for the compare-and-set writes that matter, now that every write of the
+        function is known (``rules/claim.py``)."""
+        for found, w_line, verb in self.claims:
+            other_work = any(n != w_line and n > found.entity.read_line for n in self.work_lines)
+            if not matters(found, other_work) or w_line in self.sure_write_lines:
+                continue
+            fw = found.entity.framework or self.framework_hint()
+            self.drop_stale_copy(w_line)
+            self.report(w_line, "TXN105", claim_message(found, w_line, verb, fw), deferrable=True,
+                        confidence=Confidence.MEDIUM)
+        self.claims = []
+
+    def drop_stale_copy(self, line: int) -> None:
+        """The low-confidence stale-copy finding at ``line`` says less than the claim there."""
+        def stale(f: Finding) -> bool:
+            return f.line == line and f.confidence is Confidence.LOW and f.code in ("TXN101", "TXN102")
+        self.deferred = [(f, need) for f, need in self.deferred if not stale(f)]
+        self.mod.findings[:] = [f for f in self.mod.findings if not stale(f)]
 
     def self_entity(self, pname: str, line: int) -> Optional[Entity]:
         """``self`` of a model's method: a row its caller read, wherever that was.
@@ -503,6 +533,7 @@ class FunctionAnalyzer:
                            locked=locked, maybe_none=maybe_none)
             info.session = session
             info.lookup = lookup_columns(call)
+            info.state = state_columns(call)
             return info
 
         if term == "fetch_under_lock" or name_matches(name, {"fetch_under_lock"}):
@@ -602,7 +633,7 @@ class FunctionAnalyzer:
                      locked_read=info.locked, maybe_none=info.maybe_none,
                      versioned=bool(info.model and info.model in self.mod.info.versioned),
                      session=getattr(info, "session", None), policy=self.mod.policy_of(info.model),
-                     lookup=info.lookup)
+                     lookup=info.lookup, state=info.state)
         self.entities[name] = ent
         self.taint.pop(name, None)
         self.params.pop(name, None)
@@ -633,9 +664,15 @@ class FunctionAnalyzer:
             for t in targets:
                 self.new_returned_entity(t.target.value, got, line)
             return
-        # querysets (not evaluated yet)
+        # querysets (not evaluated yet), and SQLAlchemy's lists of rows
         qs_set: set[str] = set()
-        if isinstance(value, cst.Call) or isinstance(value, cst.Attribute):
+        rows = self.sqla_rows(value)
+        if rows is not None:
+            for t in targets:
+                if isinstance(t.target, cst.Name):
+                    self.querysets[t.target.value] = rows
+                    qs_set.add(t.target.value)
+        if isinstance(value, (cst.Call, cst.Attribute)) or is_slice(value):
             names, calls, root = chain(value)
             lazy = terminal(value) not in ("count", "exists", "create", "update", "delete", "aggregate") \
                 if isinstance(value, cst.Call) else True
@@ -647,10 +684,12 @@ class FunctionAnalyzer:
                     (base is not None and base.for_update)
                 model = base.model if base is not None else \
                     (root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None)
+                state = state_columns(value) | (base.state if base is not None else frozenset())
                 for t in targets:
                     if isinstance(t.target, cst.Name):
-                        self.querysets[t.target.value] = GetInfo(model, model, None, "django",
-                                                                 for_update=fu)
+                        qs = self.querysets[t.target.value] = GetInfo(model, model, None, "django",
+                                                                      for_update=fu)
+                        qs.state = state
                         qs_set.add(t.target.value)
         self.calls_in(value)
         # a check kept in a variable: ``exists = M.objects.filter(..).exists()``
@@ -743,7 +782,7 @@ class FunctionAnalyzer:
         elif ent in self.sources(value):
             kind = "derived"
         own = (tgt.value.value, attr) in self.fields_read(value)
-        ent.pending.append(Mutation(line, attr, kind, own=own))
+        ent.pending.append(Mutation(line, attr, kind, own=own, constant=is_constant(value)))
 
     def fields_read(self, expr: cst.CSTNode) -> set:
         """The (entity name, field) pairs ``expr`` is made from, directly (``x.due``) or
@@ -998,6 +1037,11 @@ class FunctionAnalyzer:
             if relevant and not any(s.kind for s in self.stack if not s.decorator):
                 # callers that read the row are judged at their call (resolve_calls)
                 self.param_writes.setdefault("self", (w_line, relevant, kind))
+        written = [m for m in ent.pending if kind != "fields" or fields is None or m.attr in fields]
+        found = claimed(ent, written, tuple(self.stack))
+        if found is not None:
+            self.claims.append((found, w_line, verb))
+        self.work_lines.append(w_line)
         if kind == "fields" and fields is not None:
             ent.pending = [m for m in ent.pending if m.attr not in fields]
         else:
@@ -1024,13 +1068,15 @@ class FunctionAnalyzer:
         code, detail = result
         msg = compose(code, ent, w_line, verb, relevant, detail, self.vocab)
         col = 0 if line is not None else self.col(node)
-        self.reported_write_lines.add(w_line)
         # an unprotected helper is fine when every caller protects it: with a lock, for a
         # model that only a lock protects
         blind = all(m.kind == "blind" for m in relevant)     # a stale copy, nothing derived
         # ``save(update_fields=["image"])`` of a value made from *other* columns of the read
         # (a file name, a cart id): stale only if those columns change meanwhile
         other_columns = kind == "fields" and all(m.kind == "derived" and not m.own for m in relevant)
+        self.reported_write_lines.add(w_line)
+        if not (blind or other_columns):
+            self.sure_write_lines.add(w_line)
         self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
                     and ent.source != "param", need=protection_needed(ent.policy),
                     confidence=Confidence.LOW if blind or other_columns else Confidence.HIGH)
@@ -1156,6 +1202,16 @@ class FunctionAnalyzer:
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
             check.lookup = self.lookup_of(test)
             self.checks.append(check)
+        self.note_state_checks(test, line)
+
+    def note_state_checks(self, test: cst.BaseExpression, line: int) -> None:
+        """Fields of a read row that an ``if`` compares with a constant (``x.status ==
+        "new"``, ``x.done_at is None``, ``not x.sent``): setting one of them later is the set
+        of a compare-and-set (rules/claim.py)."""
+        for name, attr in compared_fields(test):
+            ent = self.entities.get(name)
+            if ent is not None:
+                ent.state_checks.setdefault(attr, line)
 
     def found_in_body(self, test: cst.BaseExpression) -> bool:
         """Whether the ``if`` body is the branch where the checked row exists: ``if
@@ -1239,6 +1295,7 @@ class FunctionAnalyzer:
     def act(self, node: cst.CSTNode, what: str, model: Optional[str] = None,
             kind: str = "create", entity: Optional[Entity] = None) -> None:
         """An insert, save or update: judged against the checks made before it (TXN105)."""
+        self.work_lines.append(self.line(node))
         if not self.checks:
             return
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
@@ -1323,11 +1380,15 @@ class FunctionAnalyzer:
                 fu = any(terminal(c) == "select_for_update" for c in calls)
                 model = root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None
                 info = GetInfo(model, model, None, "django", for_update=fu)
-            elif isinstance(it, cst.Call) and terminal(it) in ("scalars", "all") and \
-                    any(terminal(c) in ("scalars", "query", "execute") for c in calls):
-                info = GetInfo(None, None, None, "sqlalchemy",
-                               for_update="with_for_update" in code_of(it))
+                info.state = state_columns(it)
+            else:
+                info = self.sqla_rows(it)
         self.calls_in(it)
+        rows = self.entities.get(it.value) if isinstance(it, cst.Name) and info is None else None
+        if rows is not None and rows.source in ("get", "call") and isinstance(node.target, cst.Name):
+            # ``rows = session.scalars(...).all()`` then ``for row in rows``: each is a row of that read
+            self.entities[node.target.value] = dataclasses.replace(
+                rows, name=node.target.value, source="loop", pending=[], writes=[], state_checks={})
         if info is not None and isinstance(node.target, cst.Name):
             if info.for_update:
                 fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)
@@ -1342,6 +1403,27 @@ class FunctionAnalyzer:
         self.block(node.body)
         if node.orelse is not None:
             self.block(node.orelse.body)
+
+    def sqla_rows(self, expr: cst.BaseExpression) -> Optional[GetInfo]:
+        """``session.scalars(select(M).where(..)).all()``, ``session.query(M).filter(..).all()``:
+        many rows of a SQLAlchemy read, to be looped over."""
+        if not isinstance(expr, cst.Call) or terminal(expr) not in ("scalars", "all"):
+            return None
+        names, calls, _root = chain(expr)
+        if not any(terminal(c) in ("scalars", "query", "execute") for c in calls):
+            return None
+        model = None
+        for c in calls:
+            if terminal(c) == "query":
+                model = first_arg_name(c) or model
+            for a in c.args if terminal(c) in ("scalars", "execute") else ():
+                if isinstance(a.value, cst.Call):
+                    model = next((first_arg_name(cc) for cc in chain(a.value)[1]
+                                  if terminal(cc) == "select"), None) or model
+        info = GetInfo(model, None, None, "sqlalchemy", for_update="with_for_update" in code_of(expr))
+        info.state = state_columns(expr) | frozenset().union(
+            *(state_columns(a.value) for c in calls for a in c.args if isinstance(a.value, cst.Call)))
+        return info
 
     def try_(self, node: cst.Try) -> None:
         integrity = any(h.type is not None and INTEGRITY_ERRORS.search(code_of(h.type))

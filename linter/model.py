@@ -74,6 +74,8 @@ class Mutation:
     kind: str                 # "blind" | "derived" | "counter" | "atomic"
     #: derived from the same field's old value (``x.n += 1``, ``x.tags.append(t)``)
     own: bool = False
+    #: the value is a constant (``"paid"``, ``None``, ``Status.DONE``): every writer writes the same
+    constant: bool = False
 
 
 @dataclasses.dataclass(eq=False)
@@ -101,6 +103,11 @@ class Entity:
     policy: Optional[str] = None
     #: the columns the read's lookup compared for equality (None: not known)
     lookup: Optional[frozenset] = None
+    #: the columns the read selected the row by state (``status="new"``, ``lock__lt=t``:
+    #: ``selection.py``) and the fields an ``if`` compared since (field -> line): a later
+    #: write of one is the set of a compare-and-set (``rules/claim.py``)
+    state: frozenset = frozenset()
+    state_checks: dict = dataclasses.field(default_factory=dict)
 
     def relevant(self, kind: str, fields: Optional[set] = None) -> list:
         """The pending mutations that make a write of ``kind`` a read-modify-write."""

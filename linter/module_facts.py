@@ -45,7 +45,7 @@ def protection_needed(policy: Optional[str]) -> str:
 
 class GetInfo:
     __slots__ = ("model", "getter", "key", "framework", "for_update", "locked", "maybe_none",
-                 "session", "lookup")
+                 "session", "lookup", "state")
 
     def __init__(self, model, getter, key, framework, for_update=False, locked=False,
                  maybe_none=False):
@@ -59,6 +59,8 @@ class GetInfo:
         self.session = None
         #: the columns the lookup compared for equality (None: not known)
         self.lookup = None
+        #: the columns the query selected its rows by state (``selection.state_columns``)
+        self.state: frozenset = frozenset()
 
 
 # ---------------------------------------------------------------- module level

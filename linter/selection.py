@@ -1,0 +1,144 @@
+"""Which columns a query selects its rows by *state*: the facts a claim needs.
+
+A worker that claims rows reads them because of what a column holds (``status="new"``,
+``lock__lt=deadline``, ``Trigger.triggerer_id.is_(None)``), then writes that same column
+(``task.lock = now; task.save()``).  Two workers that read before either writes both
+claim the row: the compare and the set are two statements.  This module finds the first
+half, the columns compared with a constant or a range, so the walk can record it on the
+entity; ``rules/claim.py`` judges the pair.
+
+A column compared for equality with a *variable* (``email=email``, ``pk=pk``) identifies
+the row rather than selecting it by state, and is left out: changing a row's own key is
+not a claim.  Joins (``user__plan__state``) are other tables' columns and are left out too.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from .syntax import chain, dotted, terminal
+
+#: calls whose arguments are conditions on the queried rows
+_CONDITION_CALLS = frozenset({"filter", "filter_by", "where", "exclude", "get", "get_or_none",
+                              "get_object_or_404", "get_or_404", "first_or_404", "one_or_404"})
+#: Django lookups that select by a value's range rather than naming one row
+_RANGE_LOOKUPS = frozenset({"lt", "lte", "gt", "gte", "isnull", "in", "range", "exact", "iexact"})
+#: SQLAlchemy column methods that are conditions of that kind
+_RANGE_METHODS = frozenset({"is_", "isnot", "is_not", "in_", "not_in", "notin_", "between"})
+#: primary keys identify rows; a condition on them is never a state
+_KEYS = frozenset({"pk", "id"})
+_CONSTANT_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def state_columns(call: cst.BaseExpression) -> frozenset[str]:
+    """The queried model's own columns that ``call``'s conditions compare with a constant or
+    a range: ``{"lock"}`` for ``M.objects.filter(key=k, lock__lt=t)``, ``{"status"}`` for
+    ``select(M).where(M.status == "new")``; slices and further calls of the chain included."""
+    found: set[str] = set()
+    _, calls, _ = chain(call)
+    for c in calls:
+        if terminal(c) not in _CONDITION_CALLS:
+            continue
+        args = list(c.args)
+        if terminal(c) == "get_object_or_404" and args and args[0].keyword is None:
+            args = args[1:]
+        for arg in args:
+            found.update(_from_argument(arg))
+    return frozenset(found - _KEYS)
+
+
+def _from_argument(arg: cst.Arg) -> Iterator[str]:
+    if arg.star:
+        return
+    if arg.keyword is not None:
+        yield from _from_keyword(arg.keyword.value, arg.value)
+    else:
+        yield from _from_condition(arg.value)
+
+
+def _from_keyword(name: str, value: cst.BaseExpression) -> Iterator[str]:
+    parts = name.split("__")
+    if len(parts) == 1:
+        if is_constant(value):
+            yield name
+    elif len(parts) == 2 and parts[1] in _RANGE_LOOKUPS:
+        if parts[1] not in ("exact", "iexact") or is_constant(value):
+            yield parts[0]
+
+
+def _from_condition(expr: cst.BaseExpression) -> Iterator[str]:
+    """Positional conditions: ``Q(...)`` (and ``~Q``, ``Q | Q``), SQLAlchemy comparisons,
+    ``and_()`` / ``or_()`` and column methods (``M.a.is_(None)``)."""
+    if isinstance(expr, cst.UnaryOperation):
+        yield from _from_condition(expr.expression)
+    elif isinstance(expr, cst.BinaryOperation):        # Q(..) | Q(..), Q(..) & Q(..)
+        yield from _from_condition(expr.left)
+        yield from _from_condition(expr.right)
+    elif isinstance(expr, cst.BooleanOperation):
+        yield from _from_condition(expr.left)
+        yield from _from_condition(expr.right)
+    elif isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        yield from _from_comparison(expr)
+    elif isinstance(expr, cst.Call):
+        name = dotted(expr.func)
+        last = name.rsplit(".", 1)[-1]
+        if last == "Q" or last in ("and_", "or_", "not_"):
+            for arg in expr.args:
+                yield from _from_argument(arg)
+        elif last in _RANGE_METHODS and isinstance(expr.func, cst.Attribute) and \
+                isinstance(expr.func.value, cst.Attribute):
+            yield expr.func.value.attr.value
+
+
+def _from_comparison(expr: cst.Comparison) -> Iterator[str]:
+    op = expr.comparisons[0].operator
+    right = expr.comparisons[0].comparator
+    left = expr.left
+    if not isinstance(left, cst.Attribute):
+        return
+    if isinstance(op, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
+        if is_constant(right):
+            yield left.attr.value
+    elif isinstance(op, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)):
+        yield left.attr.value
+
+
+def is_constant(expr: cst.BaseExpression) -> bool:
+    """A literal (``"new"``, ``False``, ``None``, ``3``) or a named constant
+    (``Status.NEW``, ``Order.STATUS_PAID``, ``PENDING``)."""
+    if isinstance(expr, (cst.SimpleString, cst.Integer, cst.Float, cst.ConcatenatedString)):
+        return True
+    if isinstance(expr, cst.Name):
+        return expr.value in ("True", "False", "None") or bool(_CONSTANT_NAME.match(expr.value))
+    if isinstance(expr, cst.Attribute):
+        return bool(_CONSTANT_NAME.match(expr.attr.value))
+    if isinstance(expr, cst.UnaryOperation):
+        return is_constant(expr.expression)
+    return False
+
+
+def compared_fields(test: cst.BaseExpression) -> Iterator[tuple[str, str]]:
+    """The ``(name, field)`` pairs an ``if`` test compares with a constant or tests for
+    truth: ``x.status == "new"``, ``x.done_at is None``, ``not x.sent``, ``x.active and ...``."""
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            stack.append(node.expression)
+        elif isinstance(node, cst.BooleanOperation):
+            stack.extend([node.left, node.right])
+        elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+            op = node.comparisons[0].operator
+            right = node.comparisons[0].comparator
+            if isinstance(op, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)) and is_constant(right):
+                stack.append(node.left)
+        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            yield node.value.value, node.attr.value
+
+
+def is_slice(expr: cst.BaseExpression) -> bool:
+    """``qs[0:10]``: a sliced queryset is still a queryset (an index, ``qs[0]``, is a row)."""
+    return isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and \
+        isinstance(expr.slice[0].slice, cst.Slice)

@@ -29,9 +29,9 @@ from .module_facts import GetInfo, UNPROTECTED_POLICIES, MANAGER_BASES, protecti
 from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
 from .rules.check_then_act import close as close_checks
 from .rules.check_then_act import message as check_then_act_message
-from .rules.claim import claimed, matters
+from .rules.claim import Selection, claimed, claimed_by_update, matters, update_message
 from .rules.claim import message as claim_message
-from .selection import compared_fields, is_constant, is_slice, state_columns
+from .selection import condition_names, is_constant, is_slice, related_model, set_columns, state_columns
 from .rules.read_modify_write import compose, judge
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
@@ -96,6 +96,11 @@ class Returned:
         self.policy = policy        # likewise, the model's txnsafety policy
 
 
+#: calls that only record something: a row passed to them is not work done with it
+_LOGGING = re.compile(r"^(?:print|warn|log|logger|logging|_?log\w*|\w+\.(?:debug|info|warning|warn|error|"
+                      r"exception|critical|log))$|^(?:self\.)?(?:logger|log|_logger|_log|LOGGER|LOG)\.")
+
+
 class FunctionAnalyzer:
     """Walks one function body in statement order."""
 
@@ -141,6 +146,13 @@ class FunctionAnalyzer:
         self.sure_write_lines: set[int] = set()
         #: lines of every write and insert: what a double claim would do twice
         self.work_lines: list[int] = []
+        #: (line, name): a row (or the rows a loop went over) handed to a call that is not
+        #: logging, returned or yielded: work done with it
+        self.handed_on: list[tuple[int, str]] = []
+        #: loop variable -> the name of the rows it went over (``for t in rows``)
+        self.loop_of: dict[str, str] = {}
+        #: variables holding rows or ids a query selected by state (``rules/claim.py``)
+        self.selections: dict[str, Selection] = dict(outer.selections) if outer else {}
         self.is_method = is_method
         self.returned: Optional[Returned] = None
 
@@ -208,7 +220,10 @@ class FunctionAnalyzer:
         """TXN105 for the compare-and-set writes that matter, now that every write of the
         function is known (``rules/claim.py``)."""
         for found, w_line, verb in self.claims:
-            other_work = any(n != w_line and n > found.entity.read_line for n in self.work_lines)
+            ent = found.entity
+            other_work = any(n != w_line and n > ent.read_line for n in self.work_lines) or \
+                any(n > w_line and name in (ent.name, self.loop_of.get(ent.name))
+                    for n, name in self.handed_on)
             if not matters(found, other_work) or w_line in self.sure_write_lines:
                 continue
             fw = found.entity.framework or self.framework_hint()
@@ -419,6 +434,12 @@ class FunctionAnalyzer:
             self.aug_assign(small)
         else:
             self.calls_in(small)
+            out = small.value if isinstance(small, cst.Return) else \
+                small.value.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield) else None
+            if out is not None:             # a row returned or yielded is handed on
+                line = self.line(small)
+                self.handed_on.extend((line, n) for n in names_in(out)
+                                      if n in self.entities or n in self.querysets)
             if isinstance(small, cst.Return) and small.value is not None and \
                     self.returned is None and self.outer is None:
                 self.return_(small.value)
@@ -644,6 +665,7 @@ class FunctionAnalyzer:
         line = self.line(node)
         while isinstance(value, cst.Await):
             value = value.expression
+        self.note_selection(targets, value, line)
         info = self.classify_get(value) if isinstance(value, cst.Call) else None
         if info is not None and self.aggregate_kind(value):
             info = None                 # ``session.execute(select(func.max(..))).scalar()``: a number
@@ -764,9 +786,10 @@ class FunctionAnalyzer:
         return True
 
     def mutate_attr(self, tgt: cst.Attribute, value: cst.BaseExpression, line: int) -> None:
-        if not isinstance(tgt.value, cst.Name):
-            return
-        ent = self.entities.get(tgt.value.value)
+        if isinstance(tgt.value, cst.Name):
+            ent = self.entities.get(tgt.value.value)
+        else:
+            ent = self.relation_entity(tgt.value)       # ``order.user.plan.expire = ...``
         if ent is None:
             return
         attr = tgt.attr.value
@@ -781,8 +804,15 @@ class FunctionAnalyzer:
             kind = "derived" if non_numeric(value.left) or non_numeric(value.right) else "counter"
         elif ent in self.sources(value):
             kind = "derived"
-        own = (tgt.value.value, attr) in self.fields_read(value)
-        ent.pending.append(Mutation(line, attr, kind, own=own, constant=is_constant(value)))
+        reads = {f for n, f in self.fields_read(value) if n == ent.name}
+        if ent.source == "self" and ent.name == "self":
+            # ``self.expire = self.extended_until(plan)``: what the method reads of the row
+            reads = self.mod.self_reads.expand(self.qualname.split(".", 1)[0], reads)
+        own = attr in reads
+        if own and kind == "blind":
+            kind = "derived"
+        ent.pending.append(Mutation(line, attr, kind, own=own, constant=is_constant(value),
+                                    reads=frozenset(reads)))
 
     def fields_read(self, expr: cst.CSTNode) -> set:
         """The (entity name, field) pairs ``expr`` is made from, directly (``x.due``) or
@@ -837,6 +867,12 @@ class FunctionAnalyzer:
         recv_name = recv.value if isinstance(recv, cst.Name) else None
         v = self.vocab
         line = None
+        if term in ("update", "values") and self.selections:
+            self.update_claim(call)
+        if self.claims or self.entities:
+            self.note_handed_on(call, name)
+        if recv_name is None and recv is not None and self.relation_entity(recv) is not None:
+            recv_name = dotted(recv)        # ``order.user.plan.save()``: a related row
 
         # an evaluated select_for_update()/with_for_update() read that is not assigned
         if term in DJANGO_GET_TERMINALS | SQLA_TERMINALS or term == "get_object_or_404":
@@ -864,6 +900,9 @@ class FunctionAnalyzer:
                                   self.line(call))
             ent.source = "get"
             ent.policy = ent.policy or old.policy
+            if "." in recv_name and any(txn is not None and id(txn) in self.stack_ids()
+                                        for _l, txn in self.row_locks):
+                ent.for_update = True       # re-read after this transaction locked the rows
             return
         if term == "refresh" and recv is not None and "session" in dotted(recv).lower() and call.args:
             target = call.args[0].value
@@ -970,7 +1009,8 @@ class FunctionAnalyzer:
             self.entities[recv.value.value].pending.append(
                 Mutation(self.line(call), recv.attr.value, "derived", own=True))
             return
-        # calls to functions of this module (resolved after all functions are seen)
+        # calls to functions of this module (resolved after all functions are seen), and
+        # methods called on a row (``order.user.plan.extend()`` too)
         if isinstance(func, cst.Name) or (recv_name is not None):
             self.record_call_site(call, term, recv_name)
 
@@ -1005,6 +1045,25 @@ class FunctionAnalyzer:
             return out
         return True
 
+    def relation_entity(self, expr: cst.BaseExpression) -> Optional[Entity]:
+        """``x.a.b`` where ``x`` is a row read here (or ``self`` of a model method): the related
+        row, loaded with ``x`` (``select_related``) or lazily on first access; either way no
+        earlier than ``x`` and under no more protection, so it takes ``x``'s read."""
+        if not isinstance(expr, cst.Attribute):
+            return None
+        path = dotted(expr)
+        if not path or path != code_of(expr):
+            return None                     # calls or subscripts in the chain
+        if path in self.entities:
+            return self.entities[path]
+        base = self.entities.get(path.split(".", 1)[0])
+        if base is None or base.source == "param":
+            return None
+        ent = Entity(path, base.read_line, base.scopes, "self" if base.source == "self" else "get",
+                     framework=base.framework, locked_read=base.locked_read, via=base.via)
+        self.entities[path] = ent
+        return ent
+
     def record_call_site(self, call: cst.Call, term: str, recv_name: Optional[str]) -> None:
         on_entity = recv_name in self.entities and recv_name not in ("self", "cls")
         if term not in self.mod.function_names and not on_entity:
@@ -1033,8 +1092,11 @@ class FunctionAnalyzer:
         if ent.source == "self":
             # a model method that sets fields from arguments or other fields writes what the
             # caller asked for; one that derives a field from its own old value loses updates
-            relevant = [m for m in relevant if m.kind == "counter" or (m.kind == "derived" and m.own)]
-            if relevant and not any(s.kind for s in self.stack if not s.decorator):
+            # (or one from another column written with it: ``original_state = state; state = x``)
+            written_attrs = {m.attr for m in ent.pending} if fields is None else set(fields)
+            relevant = [m for m in relevant if m.kind == "counter" or (m.kind == "derived" and (
+                m.own or m.reads & (written_attrs - {m.attr})))]
+            if relevant and ent.name == "self" and not any(s.kind for s in self.stack if not s.decorator):
                 # callers that read the row are judged at their call (resolve_calls)
                 self.param_writes.setdefault("self", (w_line, relevant, kind))
         written = [m for m in ent.pending if kind != "fields" or fields is None or m.attr in fields]
@@ -1202,16 +1264,6 @@ class FunctionAnalyzer:
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
             check.lookup = self.lookup_of(test)
             self.checks.append(check)
-        self.note_state_checks(test, line)
-
-    def note_state_checks(self, test: cst.BaseExpression, line: int) -> None:
-        """Fields of a read row that an ``if`` compares with a constant (``x.status ==
-        "new"``, ``x.done_at is None``, ``not x.sent``): setting one of them later is the set
-        of a compare-and-set (rules/claim.py)."""
-        for name, attr in compared_fields(test):
-            ent = self.entities.get(name)
-            if ent is not None:
-                ent.state_checks.setdefault(attr, line)
 
     def found_in_body(self, test: cst.BaseExpression) -> bool:
         """Whether the ``if`` body is the branch where the checked row exists: ``if
@@ -1376,19 +1428,22 @@ class FunctionAnalyzer:
             info = self.querysets[it.value]
         elif isinstance(it, cst.Call) or isinstance(it, cst.Attribute):
             names, calls, root = chain(it)
-            if self.manager_chain(names):
+            related = related_model(names) if "django" in self.mod.info.frameworks else None
+            if self.manager_chain(names) or related:
                 fu = any(terminal(c) == "select_for_update" for c in calls)
-                model = root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None
+                model = related or (root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None)
                 info = GetInfo(model, model, None, "django", for_update=fu)
                 info.state = state_columns(it)
             else:
                 info = self.sqla_rows(it)
         self.calls_in(it)
+        if isinstance(it, cst.Name) and isinstance(node.target, cst.Name):
+            self.loop_of[node.target.value] = it.value
         rows = self.entities.get(it.value) if isinstance(it, cst.Name) and info is None else None
         if rows is not None and rows.source in ("get", "call") and isinstance(node.target, cst.Name):
             # ``rows = session.scalars(...).all()`` then ``for row in rows``: each is a row of that read
             self.entities[node.target.value] = dataclasses.replace(
-                rows, name=node.target.value, source="loop", pending=[], writes=[], state_checks={})
+                rows, name=node.target.value, source="loop", pending=[], writes=[])
         if info is not None and isinstance(node.target, cst.Name):
             if info.for_update:
                 fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)
@@ -1403,6 +1458,50 @@ class FunctionAnalyzer:
         self.block(node.body)
         if node.orelse is not None:
             self.block(node.orelse.body)
+
+    def note_selection(self, targets, value: cst.BaseExpression, line: int) -> None:
+        """Keep (or forget) what each assigned name holds of a selection by state."""
+        state = frozenset().union(*(state_columns(c) for c in iter_calls(value)))
+        from_names = [self.selections[n] for n in names_in(value) if n in self.selections]
+        for t in targets:
+            if not isinstance(t.target, cst.Name):
+                continue
+            name = t.target.value
+            if state:
+                text = code_of(value)
+                self.selections[name] = Selection(name, line, state, "select_for_update" in text
+                                                  or "with_for_update" in text)
+            elif from_names:                 # ``ids = [t.id for t in rows]``
+                self.selections[name] = dataclasses.replace(from_names[0], name=name)
+            else:
+                self.selections.pop(name, None)
+
+    def note_handed_on(self, call: cst.Call, name: str) -> None:
+        """Rows passed to a call that is not logging (``run(task)``, ``out.append(task.pk)``)."""
+        if _LOGGING.match(name):
+            return
+        line = self.line(call)
+        for arg in call.args:
+            for n in names_in(arg.value):
+                if n in self.entities or n in self.querysets:
+                    self.handed_on.append((line, n))
+
+    def update_claim(self, call: cst.Call) -> None:
+        """An update of rows a variable selected by state, setting that state (TXN105)."""
+        set_cols = set_columns(call)
+        if not set_cols:
+            return
+        own = state_columns(call)
+        line = self.line(call)
+        for name in sorted(condition_names(call) & set(self.selections)):
+            sel = self.selections[name]
+            columns = claimed_by_update(sel, set_cols, own)
+            if columns and not any(s.kind == "lock" or s.serializable for s in self.stack):
+                self.work_lines.append(line)
+                self.report(call, "TXN105", update_message(
+                    sel, columns, line, f"`{label(call.func)}()`", self.framework_hint()),
+                    deferrable=True, confidence=Confidence.MEDIUM)
+                return
 
     def sqla_rows(self, expr: cst.BaseExpression) -> Optional[GetInfo]:
         """``session.scalars(select(M).where(..)).all()``, ``session.query(M).filter(..).all()``:

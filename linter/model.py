@@ -76,6 +76,8 @@ class Mutation:
     own: bool = False
     #: the value is a constant (``"paid"``, ``None``, ``Status.DONE``): every writer writes the same
     constant: bool = False
+    #: the row's own fields the value was made from (through ``self``'s methods too: ``self_reads.py``)
+    reads: frozenset = frozenset()
 
 
 @dataclasses.dataclass(eq=False)
@@ -104,10 +106,8 @@ class Entity:
     #: the columns the read's lookup compared for equality (None: not known)
     lookup: Optional[frozenset] = None
     #: the columns the read selected the row by state (``status="new"``, ``lock__lt=t``:
-    #: ``selection.py``) and the fields an ``if`` compared since (field -> line): a later
-    #: write of one is the set of a compare-and-set (``rules/claim.py``)
+    #: ``selection.py``): a later write of one is the set of a compare-and-set (``rules/claim.py``)
     state: frozenset = frozenset()
-    state_checks: dict = dataclasses.field(default_factory=dict)
 
     def relevant(self, kind: str, fields: Optional[set] = None) -> list:
         """The pending mutations that make a write of ``kind`` a read-modify-write."""

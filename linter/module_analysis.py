@@ -24,6 +24,7 @@ from .module_facts import ModuleInfo
 from .rules.read_modify_write import compose, judge
 from .dataflow import CallSite, FunctionAnalyzer, _Positions
 from .prefilter import Prefilter
+from .self_reads import SelfReads
 
 
 class ModuleAnalyzer:
@@ -92,6 +93,7 @@ class ModuleAnalyzer:
         if self.tree is None:
             self.tree = ast.parse(self.source)
         self.info = ModuleInfo(self.tree, self.cfg, self.source)
+        self.self_reads = SelfReads(self.tree)
         self.vocab = vocab_for(self.info.frameworks, self.cfg)
         lines = source_lines(self.source, keepends=True)
         self.picked = []

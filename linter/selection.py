@@ -14,7 +14,7 @@ not a claim.  Joins (``user__plan__state``) are other tables' columns and are le
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Iterator, Optional
 
 import libcst as cst
 
@@ -119,26 +119,60 @@ def is_constant(expr: cst.BaseExpression) -> bool:
     return False
 
 
-def compared_fields(test: cst.BaseExpression) -> Iterator[tuple[str, str]]:
-    """The ``(name, field)`` pairs an ``if`` test compares with a constant or tests for
-    truth: ``x.status == "new"``, ``x.done_at is None``, ``not x.sent``, ``x.active and ...``."""
-    stack = [test]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-            stack.append(node.expression)
-        elif isinstance(node, cst.BooleanOperation):
-            stack.extend([node.left, node.right])
-        elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
-            op = node.comparisons[0].operator
-            right = node.comparisons[0].comparator
-            if isinstance(op, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)) and is_constant(right):
-                stack.append(node.left)
-        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
-            yield node.value.value, node.attr.value
-
-
 def is_slice(expr: cst.BaseExpression) -> bool:
     """``qs[0:10]``: a sliced queryset is still a queryset (an index, ``qs[0]``, is a row)."""
     return isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and \
         isinstance(expr.slice[0].slice, cst.Slice)
+
+
+def set_columns(call: cst.Call) -> frozenset[str]:
+    """The columns an update sets: ``update(lock=t)`` (Django), ``update({M.owner: me})`` or
+    ``update(M).where(..).values(owner=me)`` (SQLAlchemy)."""
+    found: set[str] = set()
+    _, calls, _ = chain(call)
+    for c in calls:
+        if terminal(c) not in ("update", "values"):
+            continue
+        for arg in c.args:
+            if arg.keyword is not None:
+                found.add(arg.keyword.value)
+            elif isinstance(arg.value, cst.Dict):
+                for el in arg.value.elements:
+                    key = getattr(el, "key", None)
+                    if isinstance(key, cst.Attribute):
+                        found.add(key.attr.value)
+                    elif isinstance(key, cst.SimpleString):
+                        found.add(key.value.strip("'\""))
+    return frozenset(found)
+
+
+def condition_names(call: cst.Call) -> set[str]:
+    """The plain names the conditions of ``call``'s chain read (``filter(id__in=ids)``)."""
+    names: set[str] = set()
+    _, calls, _ = chain(call)
+    for c in calls:
+        if terminal(c) in _CONDITION_CALLS:
+            for arg in c.args:
+                names.update(n.value for n in _names(arg.value))
+    return names
+
+
+def _names(node: cst.CSTNode) -> Iterator[cst.Name]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            yield n
+        elif isinstance(n, cst.Attribute):
+            stack.append(n.value)           # ``t.id``: the name ``t``, not ``id``
+        else:
+            stack.extend(c for c in n.children if isinstance(c, cst.CSTNode))
+
+
+def related_model(names: list[str]) -> Optional[str]:
+    """``unit.check_set.filter(...)``: the rows of Django's reverse relation manager
+    ``<model>_set``, model ``Check`` (the default related name, named after the model)."""
+    for name in names[1:]:
+        if name.endswith("_set") and len(name) > 4:
+            return "".join(part.capitalize() for part in name[:-4].split("_"))
+    return None

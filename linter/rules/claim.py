@@ -2,16 +2,15 @@
 
 A queue worker reads the tasks whose ``lock`` has expired and sets ``lock`` on each; a
 renewal job reads the accounts not yet attempted and records the attempt; a view reads the
-order while it is ``pending`` and marks it ``paid``.  The compare (the query's condition, or
-an ``if`` on the row's field) and the set (the save) are two statements: two workers that
-both read before either writes both pass the compare, both claim the row, and both do the
-work the claim was meant to make single (run the task, charge the card, send the mail).
+order while it is ``pending`` and marks it ``paid``.  The compare (the query's condition)
+and the set (the save) are two statements: two workers that both read before either
+writes both pass the compare, both claim the row, and both do the work the claim was
+meant to make single (run the task, charge the card, send the mail).
 
 The walk records, on each entity, the columns its read selected by state
-(:mod:`..selection`: compared with a constant or a range, not the row's own key) and the
-fields an ``if`` compared before the write.  :func:`claimed` decides whether a write sets
-one of them back with nothing making the pair one step, and :func:`matters` whether a
-double claim does harm:
+(:mod:`..selection`: compared with a constant or a range, not the row's own key).
+:func:`claimed` decides whether a write sets one of them back with nothing making the
+pair one step, and :func:`matters` whether a double claim does harm:
 
 * a row lock (``select_for_update()``, ``with_for_update()``; ``skip_locked`` is the usual
   cure for queues), a lock or a serializable transaction held from the read to the write,
@@ -22,9 +21,12 @@ double claim does harm:
   .update(lock=now)`` and act only when it changed a row (that is not an entity write,
   so the walk never sees a claim there).
 
-Only a claim that matters is reported: the value written is the claimant's own (a time, an
-id, any non-constant), or the function does other work after the compare (another write,
-an insert): two workers setting the same constant and doing nothing else lose nothing.
+Only a claim that matters is reported: the function does work with the row besides
+writing it (another write or insert, or after the claim the row returned, yielded or passed to a
+call that is not logging), which both claimants would do.  A sweep that only stamps rows loses nothing
+when it runs twice.  An ``if`` on a field of a row read by its key, then a write of that
+field, is *not* taken for a claim: on real projects it is mostly normalisation (``if
+self.state == X: self.state = Y``) and lazy initialisation, rarely a race.
 """
 from __future__ import annotations
 
@@ -42,29 +44,56 @@ class Claim:
     columns: tuple[str, ...]
     #: the mutations the write carries (the claimed columns and whatever is set with them)
     written: tuple[Mutation, ...]
-    #: where the compare was: the read's query (None) or an ``if`` at this line
-    checked_line: Optional[int]
 
 
 def claimed(ent: Entity, written: list[Mutation], stack: tuple) -> Optional[Claim]:
     """The claim ``ent``'s write of ``written`` (under the scopes ``stack``) makes, if
     nothing settles it."""
-    selected = ent.state | frozenset(ent.state_checks)
-    if not selected or ent.source not in ("get", "loop", "call", "self"):
+    if not ent.state or ent.source not in ("get", "loop", "call"):
         return None
-    hit = [m for m in written if m.attr in selected and m.kind != "atomic"]
+    hit = [m for m in written if m.attr in ent.state and m.kind != "atomic"]
     if not hit or settled(ent, stack):
         return None
-    columns = tuple(dict.fromkeys(m.attr for m in hit))
-    checks = [ent.state_checks[c] for c in columns if c in ent.state_checks and c not in ent.state]
-    return Claim(ent, columns, tuple(written), min(checks) if checks else None)
+    return Claim(ent, tuple(dict.fromkeys(m.attr for m in hit)), tuple(written))
 
 
 def matters(claim: Claim, other_work: bool) -> bool:
-    """Whether a double claim does harm: a value written with it is the claimant's own (a
-    time, an id, any non-constant), or ``other_work``, the function writes or inserts something else
-    after the read, which both claimants would do."""
-    return other_work or not all(m.constant for m in claim.written)
+    """Whether a double claim does harm: ``other_work``, the function writes or inserts
+    something else after the read, or hands the row on (returns it, passes it to a call that
+    is not logging): both claimants would do that work.  A claim that only writes the row
+    (a sweep setting a timestamp) loses nothing when it runs twice."""
+    return other_work
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """Rows (or their ids) a query picked by state, kept in a variable: ``ids = [t.id for t in
+    session.query(T.id).filter(T.owner.is_(None))]``."""
+
+    name: str
+    line: int
+    columns: frozenset
+    for_update: bool
+
+
+def claimed_by_update(selection: Selection, set_cols: frozenset, own_state: frozenset) -> tuple[str, ...]:
+    """The columns an update of the selected rows (``filter(id__in=ids).update(owner=me)``)
+    sets back without re-checking them in its own condition: a claim in two statements."""
+    if selection.for_update:
+        return ()
+    return tuple(sorted((selection.columns & set_cols) - own_state))
+
+
+def update_message(selection: Selection, columns: tuple[str, ...], line: int, what: str,
+                   framework: Optional[str]) -> str:
+    cols = ", ".join(f"`{c}`" for c in columns)
+    fix = ("select them with with_for_update(skip_locked=True) in the same transaction, or repeat "
+           "the condition in the UPDATE's WHERE" if framework == "sqlalchemy" else
+           "select them with select_for_update(skip_locked=True) inside transaction.atomic(), or "
+           "repeat the condition in the update's filter()")
+    return (f"TXN105 check-then-act: rows selected at line {selection.line} by their {cols} "
+            f"(`{selection.name}`), then {cols} set by {what} at line {line} without checking "
+            f"them again: two workers can both select and both claim the same rows; {fix}")
 
 
 def settled(ent: Entity, stack: tuple) -> bool:
@@ -82,10 +111,7 @@ def settled(ent: Entity, stack: tuple) -> bool:
 def message(claim: Claim, write_line: int, verb: str, framework: Optional[str]) -> str:
     ent = claim.entity
     cols = ", ".join(f"`{c}`" for c in claim.columns)
-    if claim.checked_line is not None:
-        compare = f"{cols} of `{ent.name}` checked at line {claim.checked_line}"
-    else:
-        compare = f"`{ent.name}` selected at line {ent.read_line} by its {cols}"
+    compare = f"`{ent.name}` selected at line {ent.read_line} by its {cols}"
     fix = {"sqlalchemy": "read it with with_for_update(skip_locked=True), or make the write a "
                          "conditional UPDATE ... WHERE the old value and act only if it changed a row",
            }.get(framework, "read it with select_for_update(skip_locked=True) inside "

@@ -96,6 +96,9 @@ class Returned:
         self.policy = policy        # likewise, the model's txnsafety policy
 
 
+#: methods named for storing what they are given (a repository's or service's insert)
+_STORING = re.compile(r"^(?:save|store|persist|insert|create|add)(?:_\w+)?$")
+
 #: calls that only record something: a row passed to them is not work done with it
 _LOGGING = re.compile(r"^(?:print|warn|log|logger|logging|_?log\w*|\w+\.(?:debug|info|warning|warn|error|"
                       r"exception|critical|log))$|^(?:self\.)?(?:logger|log|_logger|_log|LOGGER|LOG)\.")
@@ -742,9 +745,9 @@ class FunctionAnalyzer:
                     self.field_taint[n] = fields
                 else:
                     self.field_taint.pop(n, None)
-                if isinstance(value, cst.Call) and is_model_name(dotted(value.func).rsplit(".", 1)[-1]) \
-                        and "." not in dotted(value.func):
-                    self.new_objects[n] = dotted(value.func)
+                made = self.constructed(value)
+                if made is not None:
+                    self.new_objects[n] = made
                 else:
                     self.new_objects.pop(n, None)
                 if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():
@@ -917,6 +920,10 @@ class FunctionAnalyzer:
                 return
 
         # writes
+        if term == "save" and call.args and call.args[0].keyword is None and \
+                self.new_objects.get(code_of(call.args[0].value)):
+            self.stores_new_object(call)    # ``self.save(datum)``: a repository's insert
+            return
         if recv_name in self.entities and term in ("save", "put", "put_async") or \
                 (recv_name in self.entities and name_matches(term, v.puts) and term != "put_multi"):
             ent = self.entities[recv_name]
@@ -1009,6 +1016,8 @@ class FunctionAnalyzer:
             self.entities[recv.value.value].pending.append(
                 Mutation(self.line(call), recv.attr.value, "derived", own=True))
             return
+        if _STORING.match(term) and isinstance(func, cst.Attribute):
+            self.stores_new_object(call)
         # calls to functions of this module (resolved after all functions are seen), and
         # methods called on a row (``order.user.plan.extend()`` too)
         if isinstance(func, cst.Name) or (recv_name is not None):
@@ -1459,6 +1468,32 @@ class FunctionAnalyzer:
         if node.orelse is not None:
             self.block(node.orelse.body)
 
+    def stores_new_object(self, call: cst.Call) -> None:
+        """``repo.create_from(project)``, ``self.save(kek_datum)``, ``self.create_zone(ctx,
+        Zone(...))``: a new object handed to a method named for storing it is an insert, made
+        by a repository or service the walk does not follow."""
+        for arg in call.args:
+            value = arg.value
+            model = self.new_objects.get(value.value) if isinstance(value, cst.Name) else \
+                self.constructed(value)
+            if model is not None:
+                self.act(call, f"`{label(call.func)}()` of a new `{model}`",
+                         None if model.endswith(_FORM_CLASSES) else model, "create")
+                return
+
+    def constructed(self, value: cst.BaseExpression) -> Optional[str]:
+        """The model a call makes a new instance of: ``Order(...)``, ``models.Order(...)`` (a
+        module's class), ``cls(...)`` in a class's method (that class)."""
+        if not isinstance(value, cst.Call):
+            return None
+        func = dotted(value.func)
+        head, _, last = func.rpartition(".")
+        if is_model_name(last) and (not head or head.split(".")[-1].islower()):
+            return last
+        if func == "cls" and self.is_method:
+            return self.qualname.split(".", 1)[0]
+        return None
+
     def note_selection(self, targets, value: cst.BaseExpression, line: int) -> None:
         """Keep (or forget) what each assigned name holds of a selection by state."""
         state = frozenset().union(*(state_columns(c) for c in iter_calls(value)))
@@ -1545,13 +1580,18 @@ class FunctionAnalyzer:
                         break
                 if get_line:
                     break
+            if get_line is None:
+                # ``try: repo.find(key) except ZoneNotFound:``: the exception says the body's
+                # first call is a lookup, of a model the walk cannot name
+                first = next((c for stmt in node.body.body for c in iter_calls(stmt)), None)
+                get_line = self.line(first) if first is not None else None
         self.block(node.body)
         if integrity:
             self.integrity_depth -= 1
         for h in node.handlers:
             miss = None
             if get_line is not None and h.type is not None and NOT_FOUND_ERRORS.search(code_of(h.type)):
-                miss = Check(get_line, CheckKind.NONE, "a missing row (get() in try/except DoesNotExist)",
+                miss = Check(get_line, CheckKind.NONE, f"a missing row (a lookup whose `{code_of(h.type)}` is caught)",
                              tuple(self.stack), self.protected_now(), maybe_models(get_model))
                 miss.lookup = get_lookup
                 self.checks.append(miss)

@@ -31,6 +31,11 @@ _SELF_RMW = re.compile(r"self\.\w+\s*[-+]=|self\.(\w+)\s*=\s*self\.\1\b|self\.\w
 _SELF_WRITE = re.compile(r"self\.a?(?:save|put)\(|session\.commit\(")
 
 
+#: a lookup that may miss (its exception caught), then a store through a method
+_MISSING_THEN_STORE = re.compile(r"except [\w.]*(?:NotFound|DoesNotExist)\b")
+_STORE_CALL = re.compile(r"\.(?:save|store|persist|insert|create|add)(?:_\w+)?\(")
+
+
 class Prefilter:
     def __init__(self, vocab_cfg: Config):
         extra_g = "|".join(re.escape(n.split(".")[-1]) for n in sorted(vocab_cfg.gets))
@@ -54,7 +59,7 @@ class Prefilter:
                                 r"|(?:if|while) [^\n]*[<>]|__(?:lte?|gte?|isnull)=|\.(?:is_|isnot|is_not|notin_)\(")
 
     def module_relevant(self, text: str) -> bool:
-        if "select_for_update" in text:
+        if "select_for_update" in text or _MISSING_THEN_STORE.search(text):
             return True
         if _SELF_RMW.search(text) and _SELF_WRITE.search(text):
             return True             # a model method: ``self.n += 1; self.save()``
@@ -65,6 +70,8 @@ class Prefilter:
     def function_relevant(self, text: str) -> bool:
         if "select_for_update" in text or "with_for_update" in text:
             return True
+        if _MISSING_THEN_STORE.search(text) and _STORE_CALL.search(text):
+            return True             # ``except ZoneNotFound:`` then ``self.create_zone(...)``
         has_write = self.f_writes.search(text) is not None
         if not has_write:
             return self.txn.search(text) is not None and self.side.search(text) is not None

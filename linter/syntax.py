@@ -290,7 +290,9 @@ ORM_MARKERS = {"objects", "_default_manager", "_base_manager", "filter", "filter
                "where", "session", "scalars", "scalar", "execute", "all", "select_related", "prefetch_related",
                "using"}
 INTEGRITY_ERRORS = re.compile(r"IntegrityError|UniqueViolation|ConstraintViolation")
-NOT_FOUND_ERRORS = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Http404")
+#: what a lookup raises when the row is missing: Django's and SQLAlchemy's, and a project's
+#: own ``ZoneNotFound`` / ``NotFound`` (repositories and services name theirs that way)
+NOT_FOUND_ERRORS = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Http404|\w*NotFound\b")
 
 
 #: calls of a lookup chain whose keyword arguments (Django) or ``M.col == v`` arguments

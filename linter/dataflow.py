@@ -29,8 +29,10 @@ from .module_facts import GetInfo, UNPROTECTED_POLICIES, MANAGER_BASES, protecti
 from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
 from .rules.check_then_act import close as close_checks
 from .rules.check_then_act import message as check_then_act_message
+from .rules.check_then_act import stored_aggregate_message
 from .rules.claim import Selection, claimed, claimed_by_update, matters, update_message
 from .rules.claim import message as claim_message
+from .selection import request_row
 from .selection import condition_names, is_constant, is_slice, related_model, set_columns, state_columns
 from .rules.read_modify_write import compose, judge
 
@@ -95,6 +97,9 @@ class Returned:
         self.versioned = versioned  # as the helper's module knows the model
         self.policy = policy        # likewise, the model's txnsafety policy
 
+
+#: a row picked by its position (what a prune deletes)
+_PICKED = frozenset({"first", "last", "earliest", "latest"})
 
 #: methods named for storing what they are given (a repository's or service's insert)
 _STORING = re.compile(r"^(?:save|store|persist|insert|create|add)(?:_\w+)?$")
@@ -224,7 +229,7 @@ class FunctionAnalyzer:
         function is known (``rules/claim.py``)."""
         for found, w_line, verb in self.claims:
             ent = found.entity
-            other_work = any(n != w_line and n > ent.read_line for n in self.work_lines) or \
+            other_work = any(n > w_line for n in self.work_lines) or \
                 any(n > w_line and name in (ent.name, self.loop_of.get(ent.name))
                     for n, name in self.handed_on)
             if not matters(found, other_work) or w_line in self.sure_write_lines:
@@ -669,6 +674,13 @@ class FunctionAnalyzer:
         while isinstance(value, cst.Await):
             value = value.expression
         self.note_selection(targets, value, line)
+        kept = request_row(value)
+        if kept is not None and all(isinstance(t.target, cst.Name) for t in targets):
+            # a row an earlier step (middleware, dispatch) read and kept on the request
+            for t in targets:
+                self.new_entity(t.target.value, GetInfo(None, None, None, self.framework_hint()), line,
+                                source="call").via = f"an earlier step (kept on `{kept}`)"
+            return
         info = self.classify_get(value) if isinstance(value, cst.Call) else None
         if info is not None and self.aggregate_kind(value):
             info = None                 # ``session.execute(select(func.max(..))).scalar()``: a number
@@ -756,6 +768,7 @@ class FunctionAnalyzer:
             elif isinstance(tgt, cst.Attribute) and self.copied_as_new(tgt, value):
                 continue
             elif isinstance(tgt, cst.Attribute):
+                self.stored_aggregate(tgt, value, line)
                 self.mutate_attr(tgt, value, line)
             elif isinstance(tgt, cst.Subscript):
                 base = tgt.value
@@ -992,6 +1005,13 @@ class FunctionAnalyzer:
                 model = self.querysets[model].model
             self.act(call, f"`{label(call.func)}()`", model, "update")
             return
+        if term == "delete" and _PICKED.intersection(chain(call)[0]) and self.manager_chain(chain(call)[0]):
+            # ``M.objects.order_by("t").first().delete()``: pruning to a limit is an act
+            root = chain(call)[2]
+            self.act(call, f"`{label(call.func)}()`",
+                     root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None,
+                     "delete")
+            return
         if term in ("execute",) and call.args and isinstance(call.args[0].value, cst.Call):
             inner = call.args[0].value
             inner_names = [terminal(c) for c in chain(inner)[1]]
@@ -1208,6 +1228,10 @@ class FunctionAnalyzer:
             t = terminal(call)
             if t == "exists" and self.orm_query(call):
                 return ("exists", "existence")
+        while isinstance(expr, cst.UnaryOperation):
+            expr = expr.expression
+        if isinstance(expr, cst.BooleanOperation):      # ``if flag and 0 < LIMIT <= M.objects.count():``
+            return self.check_kind(expr.left) or self.check_kind(expr.right)
         if isinstance(expr, cst.Comparison):
             for call in iter_calls(expr):
                 t = terminal(call)
@@ -1228,6 +1252,21 @@ class FunctionAnalyzer:
             if (t == "aggregate" and self.orm_query(call)) or dotted(call.func) in ("func.max", "func.count"):
                 return "an aggregate"
         return None
+
+    def stored_aggregate(self, tgt: cst.Attribute, value: cst.BaseExpression, line: int) -> None:
+        """``self.number = last + 1`` in a model method (``clean()``, ``save()``): the value the
+        row will be saved with comes from an aggregate read just before (TXN105); the save
+        is the caller's, so the walk reports where the value is stored."""
+        ent = self.entities.get(tgt.value.value) if isinstance(tgt.value, cst.Name) else None
+        if ent is None or ent.source != "self":
+            return
+        used = names_in(value)
+        for check in self.checks:
+            if check.kind is CheckKind.AGGREGATE and not check.used and check.names & used and \
+                    not (check.locked and {id(x) for x in check.stack} <= self.stack_ids()):
+                check.used = True
+                self.report(tgt, "TXN105", stored_aggregate_message(check, f"self.{tgt.attr.value}", line))
+                return
 
     def note_aggregate(self, targets, value: cst.BaseExpression, line: int) -> None:
         """Aggregate-then-insert: ``n = M.objects.filter(..).count()`` (or ``Max``) and then

@@ -22,7 +22,7 @@ _TXN_TOKENS = r"atomic|transaction|begin\(|lock\("
 _F_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|key\.get\(|Key\("
                  r"|\b[A-Z]\w*\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|scalar"
                  r"|self\.get_object\(|get_queryset\(|self\.(?:get|filter|first)\(")
-_F_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\)\.a?update\("
+_F_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\)\.a?update\(|\)\.a?delete\("
                    r"|objects\.update\(|session\.add|\.add_all\(|bulk_create|\.put_async\("
                    r"|execute\(\s*(?:insert|update)\(|\.begin\(|begin_nested\(")
 
@@ -33,6 +33,8 @@ _SELF_WRITE = re.compile(r"self\.a?(?:save|put)\(|session\.commit\(")
 
 #: a lookup that may miss (its exception caught), then a store through a method
 _MISSING_THEN_STORE = re.compile(r"except [\w.]*(?:NotFound|DoesNotExist)\b")
+_AGGREGATE = re.compile(r"aggregate\(|func\.max\(|\bMax\(")
+_SELF_SET = re.compile(r"self\.\w+\s*=[^=]")
 _STORE_CALL = re.compile(r"\.(?:save|store|persist|insert|create|add)(?:_\w+)?\(")
 
 
@@ -72,6 +74,8 @@ class Prefilter:
             return True
         if _MISSING_THEN_STORE.search(text) and _STORE_CALL.search(text):
             return True             # ``except ZoneNotFound:`` then ``self.create_zone(...)``
+        if _AGGREGATE.search(text) and _SELF_SET.search(text):
+            return True             # a number computed for the row a model method prepares
         has_write = self.f_writes.search(text) is not None
         if not has_write:
             return self.txn.search(text) is not None and self.side.search(text) is not None

@@ -176,3 +176,25 @@ def related_model(names: list[str]) -> Optional[str]:
         if name.endswith("_set") and len(name) > 4:
             return "".join(part.capitalize() for part in name[:-4].split("_"))
     return None
+
+
+#: what a request carries that is not a row an earlier step read
+_REQUEST_PLAIN = frozenset({"user", "POST", "GET", "data", "session", "META", "FILES", "COOKIES",
+                            "headers", "query_params", "method", "path", "body", "content_type",
+                            "resolver_match", "auth", "accepted_renderer", "version", "scheme",
+                            "LANGUAGE_CODE", "htmx", "site", "urlconf", "encoding"})
+
+
+def request_row(value: cst.BaseExpression) -> "Optional[str]":
+    """``getattr(request, "access_code", None)`` or ``request.event``: a row a middleware
+    or an earlier step of the view read and kept on the request (its name), or None."""
+    if isinstance(value, cst.Call) and dotted(value.func) == "getattr" and len(value.args) >= 2 and \
+            isinstance(value.args[1].value, cst.SimpleString):
+        holder, attr = value.args[0].value, value.args[1].value.value.strip("'\"")
+    elif isinstance(value, cst.Attribute):
+        holder, attr = value.value, value.attr.value
+    else:
+        return None
+    if dotted(holder) not in ("request", "self.request") or attr in _REQUEST_PLAIN or attr.startswith("_"):
+        return None
+    return f"{dotted(holder)}.{attr}"

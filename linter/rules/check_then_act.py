@@ -41,6 +41,7 @@ class ActKind(str, enum.Enum):
     CREATE = "create"          # an insert: the act a missing-row check guards
     SAVE = "save"              # a save of a row read earlier
     UPDATE = "update"          # a queryset or statement update
+    DELETE = "delete"          # a delete of a row picked by position (pruning to a limit)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +65,10 @@ def depends_on(check: Check, act: Act, unprotected_policies: frozenset) -> Optio
         return False
     if check.closed and not check.carried & act.names:
         return False            # the check's ``if`` is over and nothing it set reaches the act
+    if act.kind == ActKind.DELETE:
+        # ``if M.objects.count() >= LIMIT: oldest.delete()``: two prunes delete two rows
+        return check.kind is CheckKind.COUNT and (act.model is None or not check.models or
+                                                   act.model in check.models)
     if check.kind is CheckKind.AGGREGATE:
         return act.kind == ActKind.CREATE and bool(check.names & act.names)
     if check.kind.missing_row:
@@ -123,6 +128,14 @@ def message(check: Check, act: Act, framework: Optional[str]) -> str:
     verb = "read" if check.kind is CheckKind.AGGREGATE else "checked"
     return (f"TXN105 check-then-act: {check.what} {verb} at line {check.line}, then {act.what} at "
             f"line {act.line} with nothing making the pair atomic; {fix}")
+
+
+def stored_aggregate_message(check: Check, target: str, line: int) -> str:
+    """An aggregate stored on the row a model method prepares for its caller's save."""
+    return (f"TXN105 check-then-act: {check.what} read at line {check.line}, then stored in "
+            f"`{target}` at line {line} for the row's save, with nothing making the pair atomic; "
+            f"declare a unique constraint on the computed column (with its scope) and retry on "
+            f"IntegrityError, or take the number from a database sequence")
 
 
 def close(checks: list[Check], blocks: list) -> None:

@@ -22,7 +22,7 @@ pair one step, and :func:`matters` whether a double claim does harm:
   so the walk never sees a claim there).
 
 Only a claim that matters is reported: the function does work with the row besides
-writing it (another write or insert, or after the claim the row returned, yielded or passed to a
+writing it after the claim (another write or insert, the row returned, yielded or passed to a
 call that is not logging), which both claimants would do.  A sweep that only stamps rows loses nothing
 when it runs twice.  An ``if`` on a field of a row read by its key, then a write of that
 field, is *not* taken for a claim: on real projects it is mostly normalisation (``if

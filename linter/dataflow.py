@@ -9,6 +9,7 @@ transactions and locks around every read and write. Read-modify-write verdicts c
 from __future__ import annotations
 
 import bisect
+import os
 import dataclasses
 import re
 from typing import TYPE_CHECKING, Optional
@@ -66,7 +67,7 @@ class _Positions:
 
 class CallSite:
     __slots__ = ("callee", "line", "col", "stack", "args", "live", "caller", "receiver",
-                 "module_alias")
+                 "module_alias", "checks", "guarded", "names")
 
     def __init__(self, callee, line, col, stack, args, live, caller, receiver, module_alias=None):
         self.module_alias = module_alias   # ``services`` in ``services.award_bonus(...)``
@@ -78,6 +79,12 @@ class CallSite:
         self.live = live          # entities read before the call
         self.caller = caller
         self.receiver = receiver  # Entity for x.method(...)
+        #: the caller's checks an insert here could depend on, as they stood at the call
+        self.checks: tuple = ()
+        #: inside an ``except IntegrityError`` guard of the caller
+        self.guarded = False
+        #: the names the call's arguments read
+        self.names: frozenset = frozenset()
 
 
 #: class-name endings of objects whose ``save()`` inserts a row (DRF serializers, ModelForms)
@@ -154,6 +161,8 @@ class FunctionAnalyzer:
         self.sure_write_lines: set[int] = set()
         #: lines of every write and insert: what a double claim would do twice
         self.work_lines: list[int] = []
+        #: unguarded inserts (line, model): a caller's check may be what they depend on
+        self.creates: list[tuple[int, Optional[str]]] = []
         #: (line, name): a row (or the rows a loop went over) handed to a call that is not
         #: logging, returned or yielded: work done with it
         self.handed_on: list[tuple[int, str]] = []
@@ -1111,6 +1120,9 @@ class FunctionAnalyzer:
         live = [e for e in set(self.entities.values()) if e.source not in ("param", "self")]
         site = CallSite(term, self.line(call), self.col(call), tuple(self.stack), args, live,
                         self, receiver, module_alias)
+        site.checks = tuple(dataclasses.replace(c) for c in self.checks if not c.used)
+        site.guarded = self.integrity_depth > 0
+        site.names = frozenset(names_in(call))
         self.mod.call_sites.append(site)
 
     # -- writes
@@ -1396,6 +1408,8 @@ class FunctionAnalyzer:
             kind: str = "create", entity: Optional[Entity] = None) -> None:
         """An insert, save or update: judged against the checks made before it (TXN105)."""
         self.work_lines.append(self.line(node))
+        if kind == "create" and not self.integrity_depth:
+            self.creates.append((self.line(node), model))     # for callers' checks
         if not self.checks:
             return
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
@@ -1419,6 +1433,27 @@ class FunctionAnalyzer:
         if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
             return
         self.report(node, "TXN105", check_then_act_message(check, act, self.framework_hint()))
+
+    def callee_insert(self, site: "CallSite", callee: "FunctionAnalyzer") -> None:
+        """TXN105 at a call whose callee inserts (``self._create_token(...)`` after ``if not
+        previous:``): the caller's check, as it stood at the call, and the callee's insert."""
+        if site.guarded or not site.checks or not callee.creates:
+            return
+        c_line, model = callee.creates[0]
+        where = "line" if callee.mod is self.mod else \
+            f"{os.path.basename(callee.mod.filename) or 'another module'} line"
+        act = Act(site.line, f"`{callee.name}()` (inserting at {where} {c_line})", ActKind.CREATE,
+                  model, site.names, None, None)
+        pending = [c for c in site.checks if depends_on(c, act, UNPROTECTED_POLICIES)]
+        if not pending:
+            return
+        check = pending[-1]
+        if unique_key_settles(check, act, self.mod.cfg.unique_keys) or \
+                (check.locked and {id(s) for s in check.stack} <= {id(s) for s in site.stack}):
+            return
+        if self.mod.cfg.code_enabled("TXN105"):
+            self.mod.add(Finding(site.line, site.col, "TXN105",
+                                 check_then_act_message(check, act, self.framework_hint())))
 
     def framework_hint(self) -> Optional[str]:
         fws = self.mod.info.frameworks

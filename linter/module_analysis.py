@@ -209,7 +209,7 @@ class ModuleAnalyzer:
         # then the callers of helpers whose summary matters: under a lock, or holding a read
         wanted = set(external or ()) | {
             name for name, fa in self.functions.items()
-            if fa.param_writes or fa.rmw_getters or fa.deferred}
+            if fa.param_writes or fa.rmw_getters or fa.deferred or fa.creates}
         for _round in range(3):            # callers, their callers, and theirs
             if not wanted or not self.rest:
                 break
@@ -306,6 +306,7 @@ class ModuleAnalyzer:
             mod = site.caller.mod
             mod._param_writes(site, callee)
             mod._internal(site, callee)
+            site.caller.callee_insert(site, callee)
         # an unprotected helper whose every caller calls it under protection (directly, or
         # because the caller itself is only ever called under protection) is fine
         memo: dict[tuple[int, str], bool] = {}

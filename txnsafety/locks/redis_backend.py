@@ -36,6 +36,7 @@ from redis.exceptions import NoScriptError
 from ..context import Priority
 from . import redis_scripts as lua
 from . import redis_topology as topology
+from . import redis_wait
 from .backend import AcquireRequest, Backend, Grant
 from .errors import BackendUnavailable, LockTimeout
 
@@ -211,7 +212,7 @@ class RedisBackend(Backend):
             if not wait:
                 raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
             until = t0 + req.wait_timeout
-            mine = self.keys_for(req.backend_key)[1] + req.token
+            mine = self._encode(self.keys_for(req.backend_key)[1] + req.token)
             while True:
                 if time.monotonic() >= until:
                     start = time.monotonic()
@@ -220,14 +221,45 @@ class RedisBackend(Backend):
                         return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
                     raise LockTimeout(req.key, req.wait_timeout, _text(res[1]) or None,
                                       int(res[2]) / 1000.0)
-                self.client.blpop([mine], timeout=self._pause(until, int(res[2])))
                 start = time.monotonic()
-                res = self._s_acquire(keys=keys, args=args)
+                res = self._wait_claim(mine, self._pause(until, int(res[2])), keys, args)
                 if isinstance(res, int):  # the fence: granted
-                    return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
+                    return self._claimed(req, keys, res, start, t0, waited_on)
         except redis.RedisError as exc:
             self._give_back_later(self._give_back, req.key, keys, args)
             raise self._unavailable(req.key, exc) from exc
+
+    def _wait_claim(self, signal: bytes, pause: float, keys: tuple[bytes, ...],
+                    args: tuple[bytes, ...]) -> Any:
+        return redis_wait.wait_claim(self.client, self._s_acquire, signal, pause, keys, args)
+
+    async def _await_claim(self, client: Any, script: Any, signal: bytes, pause: float,
+                           keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> Any:
+        return await redis_wait.await_claim(client, script, signal, pause, keys, args)
+
+    def _claimed(self, req: AcquireRequest, keys: tuple[bytes, ...], fence: int, sent: float,
+                 t0: float, waited_on: str | None) -> Grant:
+        """The grant of a claim written at ``sent`` (see :func:`redis_wait.lease_start`)."""
+        start = redis_wait.lease_start(sent, req.lease_seconds)
+        if start is None:
+            start = time.monotonic()
+            if self._run(self._s_extend, keys[:1], self._extend_args(req)) != 1:
+                start = sent  # the lease already ended: the safe (early) deadline says so
+        return Grant(fence, start=start, waited=time.monotonic() - t0, waited_on=waited_on)
+
+    async def _aclaimed(self, req: AcquireRequest, keys: tuple[bytes, ...], fence: int, sent: float,
+                        t0: float, waited_on: str | None) -> Grant:
+        start = redis_wait.lease_start(sent, req.lease_seconds)
+        if start is None:
+            client, _, _, s_extend, _ = self._aclient()
+            start = time.monotonic()
+            if await self._arun(client, s_extend, keys[:1], self._extend_args(req)) != 1:
+                start = sent
+        return Grant(fence, start=start, waited=time.monotonic() - t0, waited_on=waited_on)
+
+    @staticmethod
+    def _extend_args(req: AcquireRequest) -> tuple[bytes, bytes]:
+        return req.token.encode(), b"%d" % max(int(req.lease_seconds * 1000), 1)
 
     def _give_back(self, key: str, keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> None:
         """After a failed acquire: leave the queue, and release the lock if a script
@@ -291,7 +323,7 @@ class RedisBackend(Backend):
                 if not wait:
                     raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
                 until = t0 + req.wait_timeout
-                mine = self.keys_for(req.backend_key)[1] + req.token
+                mine = self._encode(self.keys_for(req.backend_key)[1] + req.token)
                 while True:
                     if time.monotonic() >= until:
                         start = time.monotonic()
@@ -301,13 +333,12 @@ class RedisBackend(Backend):
                             return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
                         raise LockTimeout(req.key, req.wait_timeout, _text(res[1]) or None,
                                           int(res[2]) / 1000.0)
-                    await client.blpop([mine], timeout=self._pause(until, int(res[2])))
-                    _resurface_cancel(before)
                     start = time.monotonic()
-                    res = await s_acquire(keys=keys, args=args)
+                    res = await self._await_claim(client, s_acquire, mine,
+                                                  self._pause(until, int(res[2])), keys, args)
                     _resurface_cancel(before)
                     if isinstance(res, int):  # the fence: granted
-                        return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
+                        return await self._aclaimed(req, keys, res, start, t0, waited_on)
             except asyncio.CancelledError:
                 # Leave the queue; if the lock was handed to us (or we just took it),
                 # pass it on.  Blocking client: a cancelled task should not await again.

@@ -114,6 +114,15 @@ def test_short_waits_take_the_writes_time() -> None:
 
 
 @pytest.fixture
+def make_proxy() -> Iterator:
+    from tests.faults.proxy import FaultProxy
+    made: list = []
+    yield lambda host, port: made.append(FaultProxy(host, port)) or made[-1]
+    for proxy in made:
+        proxy.close()
+
+
+@pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[str]:
     """A redis-server of this test's own (SCRIPT FLUSH would hit everyone's scripts)."""
     from tests.faults.servers import OwnRedis
@@ -153,3 +162,64 @@ def test_handoff_after_the_server_lost_its_scripts(own_redis: str, key: str, asy
     t.join(10)
     assert got and got[0] == backend.fence_of(key)
     assert time.monotonic() - released < 2.0
+
+
+
+def _contend(backend, key: str, waiter_backend) -> None:
+    """Hold ``key`` on ``backend`` until ``waiter_backend`` has queued for it, then release."""
+    keys, _ = backend.keys_for(key)
+    with global_lock(key, backend=backend, lease=10):
+        waiter = threading.Thread(target=_take_and_release, args=(waiter_backend, key))
+        waiter.start()
+        deadline = time.monotonic() + 10
+        while backend.client.zcard(keys[2]) + backend.client.zcard(keys[3]) < 1:   # queued
+            assert waiter.is_alive() and time.monotonic() < deadline
+            time.sleep(0.01)
+    waiter.join(10)
+
+
+def _take_and_release(backend, key: str) -> None:
+    with global_lock(key, backend=backend, lease=5, wait_timeout=10):
+        pass
+
+
+def test_a_key_seen_contended_is_queued_waited_for_and_claimed_in_one_write(own_redis: str, key: str,
+                                                                             make_proxy) -> None:
+    """The second contended acquire of a key by one backend: ACQUIRE, BLPOP and claim in
+    one write (the first one sends ACQUIRE, waits for its reply, then BLPOP and claim)."""
+    port = int(own_redis.rsplit(":", 1)[1].split("/")[0])
+    proxy = make_proxy("127.0.0.1", port)
+    writes: list[bytes] = []
+    proxy.swallow(lambda data: writes.append(data) and False)   # sees every write, swallows none
+    holder = get_backend(_url(own_redis, recheck="5"))
+    waiter = get_backend(_url(f"redis://127.0.0.1:{proxy.port}/0", recheck="5"))
+    _contend(holder, key, waiter)
+    assert not any(w.count(b"EVALSHA") == 2 and b"BLPOP" in w for w in writes)
+    _contend(holder, key, waiter)
+    assert any(w.count(b"EVALSHA") == 2 and b"BLPOP" in w for w in writes)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_key_seen_contended_and_now_free_is_granted_at_once(redis_url: str, key: str,
+                                                              asynchronous: bool) -> None:
+    """The folded acquire finds the lock free: the grant pushes the caller's own signal,
+    so the BLPOP in the same write returns at once (not after ``recheck``, 5 s here), and
+    no signal list is left behind."""
+    import asyncio
+    backend = get_backend(_url(redis_url, prefix="hand", recheck="5"))
+    _contend(backend, key, backend)
+    assert key in backend._contended
+    keys, sig = backend.keys_for(key)
+    t0 = time.monotonic()
+    if asynchronous:
+        async def take():
+            async with global_lock(key, backend=backend, lease=5, wait_timeout=10) as lease:
+                return lease
+        lease = asyncio.run(take())
+    else:
+        with global_lock(key, backend=backend, lease=5, wait_timeout=10) as lease:
+            pass
+    assert time.monotonic() - t0 < 1.0
+    assert lease.fence == backend.fence_of(key)
+    assert backend.client.exists(sig + lease.token, keys[0]) == 0
+    assert key not in backend._contended   # granted at once: the next acquire is the plain one

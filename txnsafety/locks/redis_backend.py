@@ -108,6 +108,8 @@ class RedisBackend(Backend):
         # by the client's own encoder so the bytes are exactly what it would have sent
         self._encode = self.client.get_encoder().encode
         self._wirecache: dict[str, tuple[bytes, ...]] = {}
+        # lock keys whose last acquire here had to wait (see _was_contended)
+        self._contended: set[str] = set()
 
     @functools.cached_property
     def name(self) -> str:
@@ -204,16 +206,22 @@ class RedisBackend(Backend):
         wait = req.wait_timeout > 0
         args = self._args(req, wait)
         t0 = start = time.monotonic()
+        until = t0 + req.wait_timeout
         try:
-            res = self._run(self._s_acquire, keys, args)
-            if isinstance(res, int):  # the fence: granted
-                return Grant(res, start=start)
-            waited_on = _text(res[1]) or None
+            if wait and req.backend_key in self._contended:
+                first, res = redis_wait.queue_wait_claim(self.client, self._s_acquire, self._signal(req),
+                                                         self._pause(until, 0), keys, args)
+            else:
+                first = res = self._run(self._s_acquire, keys, args)
+            if isinstance(first, int):  # the fence: granted at once
+                self._contended.discard(req.backend_key)
+                return Grant(first, start=start)
+            self._was_contended(req.backend_key)
+            waited_on = _text(first[1]) or None
             if not wait:
-                raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
-            until = t0 + req.wait_timeout
-            mine = self._encode(self.keys_for(req.backend_key)[1] + req.token)
-            while True:
+                raise LockTimeout(req.key, 0.0, waited_on, int(first[2]) / 1000.0)
+            mine = self._signal(req)
+            while not isinstance(res, int):
                 if time.monotonic() >= until:
                     start = time.monotonic()
                     res = self._s_cancel(keys=keys, args=(args[0], args[2]))
@@ -223,11 +231,21 @@ class RedisBackend(Backend):
                                       int(res[2]) / 1000.0)
                 start = time.monotonic()
                 res = self._wait_claim(mine, self._pause(until, int(res[2])), keys, args)
-                if isinstance(res, int):  # the fence: granted
-                    return self._claimed(req, keys, res, start, t0, waited_on)
+            return self._claimed(req, keys, res, start, t0, waited_on)
         except redis.RedisError as exc:
             self._give_back_later(self._give_back, req.key, keys, args)
             raise self._unavailable(req.key, exc) from exc
+
+    def _signal(self, req: AcquireRequest) -> bytes:
+        """The waiter's signal list (its BLPOP key)."""
+        return self._encode(self.keys_for(req.backend_key)[1] + req.token)
+
+    def _was_contended(self, backend_key: str) -> None:
+        """Remember that ``backend_key`` had to be waited for: the next acquire of it by
+        this backend sends its queueing ACQUIRE, BLPOP and claim in one write."""
+        if len(self._contended) > 10000:
+            self._contended.clear()
+        self._contended.add(backend_key)
 
     def _wait_claim(self, signal: bytes, pause: float, keys: tuple[bytes, ...],
                     args: tuple[bytes, ...]) -> Any:
@@ -312,19 +330,25 @@ class RedisBackend(Backend):
         wait = req.wait_timeout > 0
         args = self._args(req, wait)
         t0 = start = time.monotonic()
+        until = t0 + req.wait_timeout
         before = _cancelling()
         try:
             try:
-                res = await self._arun(client, s_acquire, keys, args)
+                if wait and req.backend_key in self._contended:
+                    first, res = await redis_wait.aqueue_wait_claim(
+                        client, s_acquire, self._signal(req), self._pause(until, 0), keys, args)
+                else:
+                    first = res = await self._arun(client, s_acquire, keys, args)
                 _resurface_cancel(before)
-                if isinstance(res, int):  # the fence: granted
-                    return Grant(res, start=start)
-                waited_on = _text(res[1]) or None
+                if isinstance(first, int):  # the fence: granted at once
+                    self._contended.discard(req.backend_key)
+                    return Grant(first, start=start)
+                self._was_contended(req.backend_key)
+                waited_on = _text(first[1]) or None
                 if not wait:
-                    raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
-                until = t0 + req.wait_timeout
-                mine = self._encode(self.keys_for(req.backend_key)[1] + req.token)
-                while True:
+                    raise LockTimeout(req.key, 0.0, waited_on, int(first[2]) / 1000.0)
+                mine = self._signal(req)
+                while not isinstance(res, int):
                     if time.monotonic() >= until:
                         start = time.monotonic()
                         res = await s_cancel(keys=keys, args=(args[0], args[2]))
@@ -337,8 +361,7 @@ class RedisBackend(Backend):
                     res = await self._await_claim(client, s_acquire, mine,
                                                   self._pause(until, int(res[2])), keys, args)
                     _resurface_cancel(before)
-                    if isinstance(res, int):  # the fence: granted
-                        return await self._aclaimed(req, keys, res, start, t0, waited_on)
+                return await self._aclaimed(req, keys, res, start, t0, waited_on)
             except asyncio.CancelledError:
                 # Leave the queue; if the lock was handed to us (or we just took it),
                 # pass it on.  Blocking client: a cancelled task should not await again.

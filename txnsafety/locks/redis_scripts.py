@@ -105,7 +105,9 @@ local function handoff(h, info)
 end
 """
 
-# ARGV: token, owner, lease_ms, mode (priority 'i'|'b' then wait '0'|'1': 'i1', 'b0', ...)
+# ARGV: token, owner, lease_ms, mode (priority 'i'|'b' then wait '0'|'1': 'i1', 'b0', ...;
+# a third letter 'p' when the caller's BLPOP and claim follow in the same write: a grant
+# made here then pushes the caller's own signal list, so that BLPOP returns at once)
 # -> fence (an integer) acquired | {0, holder_owner, holder_pttl}
 ACQUIRE = NEXT_FENCE + r"""
 local tok = ARGV[1]
@@ -114,6 +116,11 @@ if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
   local fence, text = next_fence()
   redis.call('HSET', KEYS[1], 'token', tok, 'owner', ARGV[2], 'fence', text)
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  if string.byte(ARGV[4], 3) == 112 then  -- 'p': our BLPOP follows in this write
+    local sig = string.sub(KEYS[1], 1, -5) .. 's:' .. tok
+    redis.call('RPUSH', sig, '1')
+    redis.call('PEXPIRE', sig, __ALIVE_MS__)
+  end
   return fence
 end
 """ + COMMON + r"""
@@ -130,7 +137,13 @@ if not cur then
   local h, info = head(now)
   if (not h) or h == tok then
     unqueue(tok)
-    return grant(tok, ARGV[2], ARGV[3])
+    local fence = grant(tok, ARGV[2], ARGV[3])
+    if string.byte(ARGV[4], 3) == 112 then
+      local sig = sigprefix() .. tok
+      redis.call('RPUSH', sig, '1')
+      redis.call('PEXPIRE', sig, ALIVE_MS)
+    end
+    return fence
   end
   handoff(h, info)
 end

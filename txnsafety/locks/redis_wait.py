@@ -26,7 +26,7 @@ from typing import Any
 
 import redis.asyncio.cluster
 import redis.cluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 Keys = tuple[bytes, ...]
 
@@ -35,75 +35,124 @@ Keys = tuple[bytes, ...]
 LATE_SHARE = 0.05
 
 
-def _commands(sha: str, signal: bytes, pause: float, keys: Keys, args: Keys) -> tuple[tuple[Any, ...], ...]:
-    # BLPOP's timeout is seconds with decimals; 0 would block forever (pause >= 0.001)
-    return (("BLPOP", signal, b"%.3f" % max(pause, 0.001)),
-            ("EVALSHA", sha, len(keys), *keys, *args))
+def blpop(signal: bytes, pause: float) -> tuple[Any, ...]:
+    # BLPOP's timeout is seconds with decimals; 0 would block forever
+    return ("BLPOP", signal, b"%.3f" % max(pause, 0.001))
+
+
+def evalsha(script: Any, keys: Keys, args: Keys) -> tuple[Any, ...]:
+    return ("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+def send(client: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    """Send ``commands`` in one write; their replies, an error reply as its exception."""
+    if isinstance(client, redis.cluster.RedisCluster):
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    replies: list[Any] = []
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                replies.append(conn.read_response())
+            except ResponseError as exc:
+                replies.append(exc)
+    finally:
+        if len(replies) < len(commands):  # a reply may still be on its way: out of step
+            conn.disconnect()
+        pool.release(conn)
+    return replies
+
+
+async def asend(client: Any, commands: tuple[tuple[Any, ...], ...]) -> list[Any]:
+    """:func:`send` on a ``redis.asyncio`` client."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return await pipe.execute(raise_on_error=False)
+    pool = client.connection_pool
+    conn = await pool.get_connection()
+    replies: list[Any] = []
+    try:
+        await conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                replies.append(await conn.read_response())
+            except ResponseError as exc:
+                replies.append(exc)
+    finally:
+        if len(replies) < len(commands):  # cancelled or failed between the replies
+            await conn.disconnect(nowait=True)
+        await pool.release(conn)
+    return replies
+
+
+def _checked(reply: Any) -> Any:
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 def wait_claim(client: Any, script: Any, signal: bytes, pause: float, keys: Keys, args: Keys) -> Any:
     """BLPOP on ``signal`` for at most ``pause`` s, then ACQUIRE: ACQUIRE's reply."""
-    if isinstance(client, redis.cluster.RedisCluster):
-        pipe = client.pipeline(transaction=False)
-        for command in _commands(script.sha, signal, pause, keys, args):
-            pipe.execute_command(*command)
-        popped, res = pipe.execute(raise_on_error=False)
-        if isinstance(popped, Exception):
-            raise popped
-    else:
-        pool = client.connection_pool
-        conn = pool.get_connection()
-        read = False
-        try:
-            conn.send_packed_command(conn.pack_commands(_commands(script.sha, signal, pause, keys, args)))
-            conn.read_response()  # the signal or nil: the claim decides either way
-            try:
-                res = conn.read_response()
-            except NoScriptError as exc:
-                res = exc
-            read = True
-        finally:
-            if not read:  # a reply may still be on its way: the connection is out of step
-                conn.disconnect()
-            pool.release(conn)
+    popped, res = send(client, (blpop(signal, pause), evalsha(script, keys, args)))
+    _checked(popped)
     if isinstance(res, NoScriptError):  # the server lost its scripts (restart, SCRIPT FLUSH)
         return script(keys=keys, args=args)
-    if isinstance(res, Exception):
-        raise res
-    return res
+    return _checked(res)
 
 
 async def await_claim(client: Any, script: Any, signal: bytes, pause: float, keys: Keys,
                       args: Keys) -> Any:
     """:func:`wait_claim` on a ``redis.asyncio`` client."""
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        pipe = client.pipeline(transaction=False)
-        for command in _commands(script.sha, signal, pause, keys, args):
-            pipe.execute_command(*command)
-        popped, res = await pipe.execute(raise_on_error=False)
-        if isinstance(popped, Exception):
-            raise popped
-    else:
-        pool = client.connection_pool
-        conn = await pool.get_connection()
-        read = False
-        try:
-            await conn.send_packed_command(conn.pack_commands(_commands(script.sha, signal, pause, keys, args)))
-            await conn.read_response()
-            try:
-                res = await conn.read_response()
-            except NoScriptError as exc:
-                res = exc
-            read = True
-        finally:
-            if not read:  # cancelled or failed between the replies
-                await conn.disconnect(nowait=True)
-            await pool.release(conn)
+    popped, res = await asend(client, (blpop(signal, pause), evalsha(script, keys, args)))
+    _checked(popped)
     if isinstance(res, NoScriptError):
         return await script(keys=keys, args=args)
-    if isinstance(res, Exception):
-        raise res
-    return res
+    return _checked(res)
+
+
+def _fold_commands(script: Any, signal: bytes, pause: float, keys: Keys,
+                   args: Keys) -> tuple[tuple[Any, ...], ...]:
+    return (evalsha(script, keys, args[:3] + (args[3] + b"p",)), blpop(signal, pause),
+            evalsha(script, keys, args))
+
+
+def queue_wait_claim(client: Any, script: Any, signal: bytes, pause: float, keys: Keys,
+                     args: Keys) -> tuple[Any, Any]:
+    """ACQUIRE, BLPOP and the claiming ACQUIRE in one write: (first reply, claim's reply).
+
+    For a key that was contended at this backend's last acquire of it: the first
+    ACQUIRE queues the caller (or grants, and then pushes the caller's own signal so
+    the BLPOP returns at once), the BLPOP waits, the claim claims.  A contended
+    acquire costs one round trip, not two.  If the server lost its scripts, the
+    BLPOP has waited ``pause`` for nothing and the plain ACQUIRE is sent (rare:
+    after a restart or SCRIPT FLUSH, once per key).
+    """
+    first, popped, res = send(client, _fold_commands(script, signal, pause, keys, args))
+    if isinstance(first, NoScriptError):
+        first = res = script(keys=keys, args=args)
+    elif isinstance(res, NoScriptError):
+        res = script(keys=keys, args=args)
+    _checked(popped)
+    return _checked(first), _checked(res)
+
+
+async def aqueue_wait_claim(client: Any, script: Any, signal: bytes, pause: float, keys: Keys,
+                            args: Keys) -> tuple[Any, Any]:
+    """:func:`queue_wait_claim` on a ``redis.asyncio`` client."""
+    first, popped, res = await asend(client, _fold_commands(script, signal, pause, keys, args))
+    if isinstance(first, NoScriptError):
+        first = res = await script(keys=keys, args=args)
+    elif isinstance(res, NoScriptError):
+        res = await script(keys=keys, args=args)
+    _checked(popped)
+    return _checked(first), _checked(res)
 
 
 def lease_start(sent: float, lease_seconds: float) -> float | None:

@@ -64,6 +64,8 @@ def _ours(trace: list | None):
         backend._run = stamped("script", backend._run)                  # first ACQUIRE, RELEASE
         if hasattr(backend, "_wait_claim"):
             backend._wait_claim = stamped("wait", backend._wait_claim)
+            if hasattr(backend, "_fold"):  # queue, wait and claim in one write
+                backend._fold = stamped("wait", backend._fold)
         else:  # code before the pipelined claim: BLPOP, then ACQUIRE
             backend.client.blpop = stamped("wait", backend.client.blpop, end=False)
             script = backend._s_acquire

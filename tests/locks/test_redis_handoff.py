@@ -223,3 +223,23 @@ def test_a_key_seen_contended_and_now_free_is_granted_at_once(redis_url: str, ke
     assert lease.fence == backend.fence_of(key)
     assert backend.client.exists(sig + lease.token, keys[0]) == 0
     assert key not in backend._contended   # granted at once: the next acquire is the plain one
+
+
+def test_a_folded_wait_never_outlasts_the_holders_lease(redis_url: str, key: str) -> None:
+    """The folded BLPOP is sent before the holder's remaining lease is known; when that
+    lease ends sooner than the BLPOP would time out (recheck 5 s here), the wait ends at
+    the lease's end, not at the time-out: a holder that died costs its lease, no more."""
+    backend = get_backend(_url(redis_url, prefix="hand", recheck="5"))
+    _contend(backend, key, backend)
+    assert key in backend._contended
+    other = get_backend(_url(redis_url, prefix="hand", recheck="5", timeout="4"))   # its own backend
+    dead = global_lock(key, backend=other, lease=0.3)
+    holder = threading.Thread(target=dead.__enter__)   # never released: a holder that died
+    holder.start()
+    holder.join(5)
+    t0 = time.monotonic()
+    assert key in backend._contended
+    with global_lock(key, backend=backend, lease=5, wait_timeout=10) as lease:
+        took = time.monotonic() - t0
+    assert 0.1 < took < 1.5
+    assert lease.fence > dead.lease.fence

@@ -98,7 +98,8 @@ class RedisBackend(Backend):
         self.topology = topology.parse(self._redis_url, ours)
         self.client = client or topology.sync_client(self.topology, self._client_options(redis.retry))
         # this backend's constants are baked into the script text (fewer ARGV per call)
-        self._scripts = tuple(lua.render(text, self.alive_ms, self.claim_ms)
+        self._scripts = tuple(lua.render(text, self.alive_ms, self.claim_ms,
+                                         int(self.recheck * 1000))
                               for text in (lua.ACQUIRE, lua.RELEASE, lua.EXTEND, lua.CANCEL))
         self._s_acquire, self._s_release, self._s_extend, self._s_cancel = (
             self.client.register_script(text) for text in self._scripts)
@@ -209,8 +210,7 @@ class RedisBackend(Backend):
         until = t0 + req.wait_timeout
         try:
             if wait and req.backend_key in self._contended:
-                first, res = redis_wait.queue_wait_claim(self.client, self._s_acquire, self._signal(req),
-                                                         self._pause(until, 0), keys, args)
+                first, res = self._fold(self._signal(req), self._pause(until, 0), keys, args)
             else:
                 first = res = self._run(self._s_acquire, keys, args)
             if isinstance(first, int):  # the fence: granted at once
@@ -250,6 +250,10 @@ class RedisBackend(Backend):
     def _wait_claim(self, signal: bytes, pause: float, keys: tuple[bytes, ...],
                     args: tuple[bytes, ...]) -> Any:
         return redis_wait.wait_claim(self.client, self._s_acquire, signal, pause, keys, args)
+
+    def _fold(self, signal: bytes, pause: float, keys: tuple[bytes, ...],
+              args: tuple[bytes, ...]) -> tuple[Any, Any]:
+        return redis_wait.queue_wait_claim(self.client, self._s_acquire, signal, pause, keys, args)
 
     async def _await_claim(self, client: Any, script: Any, signal: bytes, pause: float,
                            keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> Any:

@@ -13,7 +13,7 @@ Keys of one lock share a hash tag, so the scripts are cluster-safe:
 * ``ARGV[...]`` see each script; signal lists are ``<signal prefix><token>``, the
   signal prefix being ``KEYS[1]`` with its ``lock`` suffix replaced by ``s:``.
 
-The backend's constants (``alive_ms``, ``claim_ms``) are baked into the script
+The backend's constants (``alive_ms``, ``claim_ms``, ``recheck_ms``) are baked into the script
 text by :func:`render` rather than sent as arguments on every call: each
 argument costs client-side encoding and packing on the uncontended path.
 
@@ -41,6 +41,7 @@ end
 
 COMMON = r"""
 local ALIVE_MS = __ALIVE_MS__
+local RECHECK_MS = __RECHECK_MS__
 local CLAIM_MS = __CLAIM_MS__
 
 -- KEYS[1] is '<base>lock'; signal lists are '<base>s:<token>'
@@ -159,7 +160,15 @@ if string.sub(ARGV[4], 2, 2) == '1' then
   end
   redis.call('HSET', KEYS[5], tok, (now + ALIVE_MS) .. '|' .. ARGV[3] .. '|' .. ARGV[2])
 end
-return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < RECHECK_MS and string.byte(ARGV[4], 3) == 112 then
+  -- the holder's lease may end before our BLPOP (sent with this, bounded by recheck
+  -- only) would time out: let it return at once, the next wait is bounded by pttl
+  local sig = sigprefix() .. tok
+  redis.call('RPUSH', sig, '1')
+  redis.call('PEXPIRE', sig, ALIVE_MS)
+end
+return {0, redis.call('HGET', KEYS[1], 'owner') or '', pttl}
 """
 
 # ARGV: token -> 1 released | 0 not ours
@@ -194,6 +203,7 @@ return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1
 """
 
 
-def render(script: str, alive_ms: int, claim_ms: int) -> str:
+def render(script: str, alive_ms: int, claim_ms: int, recheck_ms: int = 1000) -> str:
     """``script`` with one backend's constants filled in (scripts without them are unchanged)."""
-    return script.replace("__ALIVE_MS__", str(int(alive_ms))).replace("__CLAIM_MS__", str(int(claim_ms)))
+    return (script.replace("__ALIVE_MS__", str(int(alive_ms))).replace("__CLAIM_MS__", str(int(claim_ms)))
+            .replace("__RECHECK_MS__", str(int(recheck_ms))))

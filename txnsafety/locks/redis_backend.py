@@ -2,10 +2,11 @@
 
 Why not redis-py's ``Lock``: it polls every 0.1 s (a waiter learns of a release
 up to 100 ms late, and polling starves unlucky clients) and has no fencing or
-priorities.  Here each waiter blocks in ``BLPOP`` on its own signal list; the
-releaser hands the lock to the head waiter inside the release script and pushes
-that list, so handoff takes two round trips and nobody can barge in between
-wake-up and retry.  A bounded re-check (``recheck`` seconds, default 1, or the
+priorities.  Here each waiter blocks in ``BLPOP`` on its own signal list, its
+claiming ACQUIRE sent in the same write (:mod:`.redis_wait`); the releaser hands
+the lock to the head waiter inside the release script and pushes that list, the
+server runs the claim right after, and nobody can barge in between wake-up and
+claim.  A handoff costs the waiter one round trip and one wake-up.  A bounded re-check (``recheck`` seconds, default 1, or the
 holder's remaining lease if shorter) covers a holder that died without
 releasing.  No KEYS/SCAN anywhere; all keys of one lock share a hash tag.
 

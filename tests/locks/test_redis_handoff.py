@@ -164,7 +164,6 @@ def test_handoff_after_the_server_lost_its_scripts(own_redis: str, key: str, asy
     assert time.monotonic() - released < 2.0
 
 
-
 def _contend(backend, key: str, waiter_backend) -> None:
     """Hold ``key`` on ``backend`` until ``waiter_backend`` has queued for it, then release."""
     keys, _ = backend.keys_for(key)
@@ -183,8 +182,8 @@ def _take_and_release(backend, key: str) -> None:
         pass
 
 
-def test_a_key_seen_contended_is_queued_waited_for_and_claimed_in_one_write(own_redis: str, key: str,
-                                                                             make_proxy) -> None:
+def test_a_key_seen_contended_is_queued_waited_for_and_claimed_in_one_write(
+        own_redis: str, key: str, make_proxy) -> None:
     """The second contended acquire of a key by one backend: ACQUIRE, BLPOP and claim in
     one write (the first one sends ACQUIRE, waits for its reply, then BLPOP and claim)."""
     port = int(own_redis.rsplit(":", 1)[1].split("/")[0])

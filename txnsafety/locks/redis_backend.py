@@ -8,7 +8,8 @@ the lock to the head waiter inside the release script and pushes that list, the
 server runs the claim right after, and nobody can barge in between wake-up and
 claim.  A handoff costs the waiter one round trip and one wake-up.  A bounded
 re-check (``recheck`` seconds, default 1, or the holder's remaining lease if
-shorter) covers a holder that died without releasing.  No KEYS/SCAN anywhere; all keys of one lock share a hash tag.
+shorter) covers a holder that died without releasing.  No KEYS/SCAN anywhere;
+all keys of one lock share a hash tag.
 
 URL query options (removed before the URL reaches redis-py): ``prefix``
 (default ``txnsafety``), ``recheck`` (seconds, default 1.0), ``claim`` (seconds a

@@ -9,7 +9,8 @@ txnsafety ``global_lock`` vs redis-py ``Lock`` vs python-redis-lock (``redis_loc
 
 1. uncontended acquire+release, p50/p99 per cycle (target: no slower than redis-py);
 2. handoff latency: a holder releases while one client waits (target: p50 in ms);
-3. fairness: 16 client processes loop on one lock; per-client min/max acquisitions;
+3. fairness: 16 client processes loop on one lock; acquisitions/s, Jain's index, per-client
+   min/max (``benchmarks/trace_lock_handoff.py`` splits these handoffs into their steps);
 4. interactive wait p50/p99 while 4 batch processes keep the lock busy.
 
 Other backends are compared with what people use there without us: PostgreSQL
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import statistics
 import sys
 import threading
 import time
@@ -288,6 +288,11 @@ def interactive_under_batch(name: str, seconds: float, batch_clients: int = 4) -
 
 # -- reporting ----------------------------------------------------------------------------
 
+def jain(counts: list[int]) -> float:
+    """Jain's fairness index of per-client counts: 1.0 when all got the same share."""
+    return sum(counts) ** 2 / (len(counts) * sum(c * c for c in counts)) if any(counts) else 0.0
+
+
 def ms(x: float) -> str:
     return f"{x * 1000:8.3f}"
 
@@ -318,8 +323,8 @@ def run_redis(args: argparse.Namespace) -> None:
     rows = []
     for name in contenders:
         c = fairness(name, "redis", args.clients, args.seconds, 0.002)
-        rows.append((name, f"total {sum(c):6d}  per-client min {min(c):4d} max {max(c):4d}  "
-                           f"stdev {statistics.pstdev(c):6.1f}", max(c) / max(min(c), 1)))
+        rows.append((name, f"{sum(c) / args.seconds:6.0f}/s  Jain {jain(c):.3f}  per-client min {min(c):4d} "
+                           f"max {max(c):4d}", max(c) / max(min(c), 1)))
     table(f"Redis: fairness, {args.clients} processes x {args.seconds:g}s, 2 ms holds "
           "(ratio = max/min spread)", "", rows)
 
@@ -350,8 +355,8 @@ def run_other(which: str, args: argparse.Namespace) -> None:
     rows = []
     for name in contenders:
         c = fairness(name, which, args.clients // 2, args.seconds / 2, 0.002)
-        rows.append((name, f"total {sum(c):6d}  per-client min {min(c):4d} max {max(c):4d}",
-                     max(c) / max(min(c), 1)))
+        rows.append((name, f"{sum(c) / (args.seconds / 2):6.0f}/s  Jain {jain(c):.3f}  "
+                           f"per-client min {min(c):4d} max {max(c):4d}", max(c) / max(min(c), 1)))
     table(f"{which}: fairness, {args.clients // 2} processes (ratio = max/min spread)", "", rows)
 
 

@@ -2,12 +2,14 @@
 
 Why not redis-py's ``Lock``: it polls every 0.1 s (a waiter learns of a release
 up to 100 ms late, and polling starves unlucky clients) and has no fencing or
-priorities.  Here each waiter blocks in ``BLPOP`` on its own signal list; the
-releaser hands the lock to the head waiter inside the release script and pushes
-that list, so handoff takes two round trips and nobody can barge in between
-wake-up and retry.  A bounded re-check (``recheck`` seconds, default 1, or the
-holder's remaining lease if shorter) covers a holder that died without
-releasing.  No KEYS/SCAN anywhere; all keys of one lock share a hash tag.
+priorities.  Here each waiter blocks in ``BLPOP`` on its own signal list, its
+claiming ACQUIRE sent in the same write (:mod:`.redis_wait`); the releaser hands
+the lock to the head waiter inside the release script and pushes that list, the
+server runs the claim right after, and nobody can barge in between wake-up and
+claim.  A handoff costs the waiter one round trip and one wake-up.  A bounded
+re-check (``recheck`` seconds, default 1, or the holder's remaining lease if
+shorter) covers a holder that died without releasing.  No KEYS/SCAN anywhere;
+all keys of one lock share a hash tag.
 
 URL query options (removed before the URL reaches redis-py): ``prefix``
 (default ``txnsafety``), ``recheck`` (seconds, default 1.0), ``claim`` (seconds a
@@ -36,6 +38,7 @@ from redis.exceptions import NoScriptError
 from ..context import Priority
 from . import redis_scripts as lua
 from . import redis_topology as topology
+from . import redis_wait
 from .backend import AcquireRequest, Backend, Grant
 from .errors import BackendUnavailable, LockTimeout
 
@@ -97,7 +100,8 @@ class RedisBackend(Backend):
         self.topology = topology.parse(self._redis_url, ours)
         self.client = client or topology.sync_client(self.topology, self._client_options(redis.retry))
         # this backend's constants are baked into the script text (fewer ARGV per call)
-        self._scripts = tuple(lua.render(text, self.alive_ms, self.claim_ms)
+        self._scripts = tuple(lua.render(text, self.alive_ms, self.claim_ms,
+                                         int(self.recheck * 1000))
                               for text in (lua.ACQUIRE, lua.RELEASE, lua.EXTEND, lua.CANCEL))
         self._s_acquire, self._s_release, self._s_extend, self._s_cancel = (
             self.client.register_script(text) for text in self._scripts)
@@ -107,6 +111,8 @@ class RedisBackend(Backend):
         # by the client's own encoder so the bytes are exactly what it would have sent
         self._encode = self.client.get_encoder().encode
         self._wirecache: dict[str, tuple[bytes, ...]] = {}
+        # lock keys whose last acquire here had to wait (see _was_contended)
+        self._contended: set[str] = set()
 
     @functools.cached_property
     def name(self) -> str:
@@ -203,16 +209,21 @@ class RedisBackend(Backend):
         wait = req.wait_timeout > 0
         args = self._args(req, wait)
         t0 = start = time.monotonic()
+        until = t0 + req.wait_timeout
         try:
-            res = self._run(self._s_acquire, keys, args)
-            if isinstance(res, int):  # the fence: granted
-                return Grant(res, start=start)
-            waited_on = _text(res[1]) or None
+            if wait and req.backend_key in self._contended:
+                first, res = self._fold(self._signal(req), self._pause(until, 0), keys, args)
+            else:
+                first = res = self._run(self._s_acquire, keys, args)
+            if isinstance(first, int):  # the fence: granted at once
+                self._contended.discard(req.backend_key)
+                return Grant(first, start=start)
+            self._was_contended(req.backend_key)
+            waited_on = _text(first[1]) or None
             if not wait:
-                raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
-            until = t0 + req.wait_timeout
-            mine = self.keys_for(req.backend_key)[1] + req.token
-            while True:
+                raise LockTimeout(req.key, 0.0, waited_on, int(first[2]) / 1000.0)
+            mine = self._signal(req)
+            while not isinstance(res, int):
                 if time.monotonic() >= until:
                     start = time.monotonic()
                     res = self._s_cancel(keys=keys, args=(args[0], args[2]))
@@ -220,14 +231,59 @@ class RedisBackend(Backend):
                         return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
                     raise LockTimeout(req.key, req.wait_timeout, _text(res[1]) or None,
                                       int(res[2]) / 1000.0)
-                self.client.blpop([mine], timeout=self._pause(until, int(res[2])))
                 start = time.monotonic()
-                res = self._s_acquire(keys=keys, args=args)
-                if isinstance(res, int):  # the fence: granted
-                    return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
+                res = self._wait_claim(mine, self._pause(until, int(res[2])), keys, args)
+            return self._claimed(req, keys, res, start, t0, waited_on)
         except redis.RedisError as exc:
             self._give_back_later(self._give_back, req.key, keys, args)
             raise self._unavailable(req.key, exc) from exc
+
+    def _signal(self, req: AcquireRequest) -> bytes:
+        """The waiter's signal list (its BLPOP key)."""
+        return self._encode(self.keys_for(req.backend_key)[1] + req.token)
+
+    def _was_contended(self, backend_key: str) -> None:
+        """Remember that ``backend_key`` had to be waited for: the next acquire of it by
+        this backend sends its queueing ACQUIRE, BLPOP and claim in one write."""
+        if len(self._contended) > 10000:
+            self._contended.clear()
+        self._contended.add(backend_key)
+
+    def _wait_claim(self, signal: bytes, pause: float, keys: tuple[bytes, ...],
+                    args: tuple[bytes, ...]) -> Any:
+        return redis_wait.wait_claim(self.client, self._s_acquire, signal, pause, keys, args)
+
+    def _fold(self, signal: bytes, pause: float, keys: tuple[bytes, ...],
+              args: tuple[bytes, ...]) -> tuple[Any, Any]:
+        return redis_wait.queue_wait_claim(self.client, self._s_acquire, signal, pause, keys, args)
+
+    async def _await_claim(self, client: Any, script: Any, signal: bytes, pause: float,
+                           keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> Any:
+        return await redis_wait.await_claim(client, script, signal, pause, keys, args)
+
+    def _claimed(self, req: AcquireRequest, keys: tuple[bytes, ...], fence: int, sent: float,
+                 t0: float, waited_on: str | None) -> Grant:
+        """The grant of a claim written at ``sent`` (see :func:`redis_wait.lease_start`)."""
+        start = redis_wait.lease_start(sent, req.lease_seconds)
+        if start is None:
+            start = time.monotonic()
+            if self._run(self._s_extend, keys[:1], self._extend_args(req)) != 1:
+                start = sent  # the lease already ended: the safe (early) deadline says so
+        return Grant(fence, start=start, waited=time.monotonic() - t0, waited_on=waited_on)
+
+    async def _aclaimed(self, req: AcquireRequest, keys: tuple[bytes, ...], fence: int, sent: float,
+                        t0: float, waited_on: str | None) -> Grant:
+        start = redis_wait.lease_start(sent, req.lease_seconds)
+        if start is None:
+            client, _, _, s_extend, _ = self._aclient()
+            start = time.monotonic()
+            if await self._arun(client, s_extend, keys[:1], self._extend_args(req)) != 1:
+                start = sent
+        return Grant(fence, start=start, waited=time.monotonic() - t0, waited_on=waited_on)
+
+    @staticmethod
+    def _extend_args(req: AcquireRequest) -> tuple[bytes, bytes]:
+        return req.token.encode(), b"%d" % max(int(req.lease_seconds * 1000), 1)
 
     def _give_back(self, key: str, keys: tuple[bytes, ...], args: tuple[bytes, ...]) -> None:
         """After a failed acquire: leave the queue, and release the lock if a script
@@ -280,19 +336,25 @@ class RedisBackend(Backend):
         wait = req.wait_timeout > 0
         args = self._args(req, wait)
         t0 = start = time.monotonic()
+        until = t0 + req.wait_timeout
         before = _cancelling()
         try:
             try:
-                res = await self._arun(client, s_acquire, keys, args)
+                if wait and req.backend_key in self._contended:
+                    first, res = await redis_wait.aqueue_wait_claim(
+                        client, s_acquire, self._signal(req), self._pause(until, 0), keys, args)
+                else:
+                    first = res = await self._arun(client, s_acquire, keys, args)
                 _resurface_cancel(before)
-                if isinstance(res, int):  # the fence: granted
-                    return Grant(res, start=start)
-                waited_on = _text(res[1]) or None
+                if isinstance(first, int):  # the fence: granted at once
+                    self._contended.discard(req.backend_key)
+                    return Grant(first, start=start)
+                self._was_contended(req.backend_key)
+                waited_on = _text(first[1]) or None
                 if not wait:
-                    raise LockTimeout(req.key, 0.0, waited_on, int(res[2]) / 1000.0)
-                until = t0 + req.wait_timeout
-                mine = self.keys_for(req.backend_key)[1] + req.token
-                while True:
+                    raise LockTimeout(req.key, 0.0, waited_on, int(first[2]) / 1000.0)
+                mine = self._signal(req)
+                while not isinstance(res, int):
                     if time.monotonic() >= until:
                         start = time.monotonic()
                         res = await s_cancel(keys=keys, args=(args[0], args[2]))
@@ -301,13 +363,11 @@ class RedisBackend(Backend):
                             return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
                         raise LockTimeout(req.key, req.wait_timeout, _text(res[1]) or None,
                                           int(res[2]) / 1000.0)
-                    await client.blpop([mine], timeout=self._pause(until, int(res[2])))
-                    _resurface_cancel(before)
                     start = time.monotonic()
-                    res = await s_acquire(keys=keys, args=args)
+                    res = await self._await_claim(client, s_acquire, mine,
+                                                  self._pause(until, int(res[2])), keys, args)
                     _resurface_cancel(before)
-                    if isinstance(res, int):  # the fence: granted
-                        return Grant(res, start=start, waited=start - t0, waited_on=waited_on)
+                return await self._aclaimed(req, keys, res, start, t0, waited_on)
             except asyncio.CancelledError:
                 # Leave the queue; if the lock was handed to us (or we just took it),
                 # pass it on.  Blocking client: a cancelled task should not await again.

@@ -13,7 +13,7 @@ Keys of one lock share a hash tag, so the scripts are cluster-safe:
 * ``ARGV[...]`` see each script; signal lists are ``<signal prefix><token>``, the
   signal prefix being ``KEYS[1]`` with its ``lock`` suffix replaced by ``s:``.
 
-The backend's constants (``alive_ms``, ``claim_ms``) are baked into the script
+The backend's constants (``alive_ms``, ``claim_ms``, ``recheck_ms``) are baked into the script
 text by :func:`render` rather than sent as arguments on every call: each
 argument costs client-side encoding and packing on the uncontended path.
 
@@ -41,6 +41,7 @@ end
 
 COMMON = r"""
 local ALIVE_MS = __ALIVE_MS__
+local RECHECK_MS = __RECHECK_MS__
 local CLAIM_MS = __CLAIM_MS__
 
 -- KEYS[1] is '<base>lock'; signal lists are '<base>s:<token>'
@@ -105,7 +106,9 @@ local function handoff(h, info)
 end
 """
 
-# ARGV: token, owner, lease_ms, mode (priority 'i'|'b' then wait '0'|'1': 'i1', 'b0', ...)
+# ARGV: token, owner, lease_ms, mode (priority 'i'|'b' then wait '0'|'1': 'i1', 'b0', ...;
+# a third letter 'p' when the caller's BLPOP and claim follow in the same write: a grant
+# made here then pushes the caller's own signal list, so that BLPOP returns at once)
 # -> fence (an integer) acquired | {0, holder_owner, holder_pttl}
 ACQUIRE = NEXT_FENCE + r"""
 local tok = ARGV[1]
@@ -114,6 +117,11 @@ if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0 then
   local fence, text = next_fence()
   redis.call('HSET', KEYS[1], 'token', tok, 'owner', ARGV[2], 'fence', text)
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  if string.byte(ARGV[4], 3) == 112 then  -- 'p': our BLPOP follows in this write
+    local sig = string.sub(KEYS[1], 1, -5) .. 's:' .. tok
+    redis.call('RPUSH', sig, '1')
+    redis.call('PEXPIRE', sig, __ALIVE_MS__)
+  end
   return fence
 end
 """ + COMMON + r"""
@@ -130,7 +138,13 @@ if not cur then
   local h, info = head(now)
   if (not h) or h == tok then
     unqueue(tok)
-    return grant(tok, ARGV[2], ARGV[3])
+    local fence = grant(tok, ARGV[2], ARGV[3])
+    if string.byte(ARGV[4], 3) == 112 then
+      local sig = sigprefix() .. tok
+      redis.call('RPUSH', sig, '1')
+      redis.call('PEXPIRE', sig, ALIVE_MS)
+    end
+    return fence
   end
   handoff(h, info)
 end
@@ -146,7 +160,15 @@ if string.sub(ARGV[4], 2, 2) == '1' then
   end
   redis.call('HSET', KEYS[5], tok, (now + ALIVE_MS) .. '|' .. ARGV[3] .. '|' .. ARGV[2])
 end
-return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < RECHECK_MS and string.byte(ARGV[4], 3) == 112 then
+  -- the holder's lease may end before our BLPOP (sent with this, bounded by recheck
+  -- only) would time out: let it return at once, the next wait is bounded by pttl
+  local sig = sigprefix() .. tok
+  redis.call('RPUSH', sig, '1')
+  redis.call('PEXPIRE', sig, ALIVE_MS)
+end
+return {0, redis.call('HGET', KEYS[1], 'owner') or '', pttl}
 """
 
 # ARGV: token -> 1 released | 0 not ours
@@ -181,6 +203,7 @@ return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1
 """
 
 
-def render(script: str, alive_ms: int, claim_ms: int) -> str:
+def render(script: str, alive_ms: int, claim_ms: int, recheck_ms: int = 1000) -> str:
     """``script`` with one backend's constants filled in (scripts without them are unchanged)."""
-    return script.replace("__ALIVE_MS__", str(int(alive_ms))).replace("__CLAIM_MS__", str(int(claim_ms)))
+    return (script.replace("__ALIVE_MS__", str(int(alive_ms))).replace("__CLAIM_MS__", str(int(claim_ms)))
+            .replace("__RECHECK_MS__", str(int(recheck_ms))))

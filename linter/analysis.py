@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 from .config import Config
 from .dataflow import CallSite, FunctionAnalyzer
 from .model import Finding
-from .module_analysis import ModuleAnalyzer
+from .module_analysis import ModuleAnalyzer, unique_loader_methods
 from .module_facts import ModuleFacts, inherit_policies, inherit_versioned
 from .prefilter import Prefilter
 from .sessions import SessionTypes
@@ -194,7 +194,15 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
         m.function_names |= external
         plans.append((m, external, re.compile(r"(?<![\w.])(?:%s)" % "|".join(sorted(loaders)))
                       if loaders else None))
+    loader_methods = unique_loader_methods(list(mods.values()))
+    method_calls = re.compile(r"\.(?:%s)\(" % "|".join(sorted(map(re.escape, loader_methods)))) \
+        if loader_methods else None
+    for m in mods.values():
+        m.loader_methods = loader_methods
     for m, external, loader_calls in plans:
+        if method_calls is not None:
+            loader_calls = method_calls if loader_calls is None else \
+                re.compile(loader_calls.pattern + "|" + method_calls.pattern)
         m.analyze(external, loader_calls)
     sites = [site for m in mods.values() for site in m.call_sites]
 

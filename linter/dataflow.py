@@ -495,9 +495,13 @@ class FunctionAnalyzer:
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             name, alias = func.attr.value, func.value.value
             if alias in ("self", "cls"):
-                return self.mod.returned_by_method(self.qualname.split(".", 1)[0], name)
-            if alias in self.entities:
-                return None
+                return self.mod.returned_by_method(self.qualname.split(".", 1)[0], name) or \
+                    self.mod.returned_by_name(name)
+            if alias in self.entities or (alias not in self.mod.info.imports and
+                                          alias not in self.mod.module_aliases):
+                return self.mod.returned_by_name(name)      # ``repo.find(...)``: any object
+        elif isinstance(func, cst.Attribute):
+            return self.mod.returned_by_name(func.attr.value)   # ``self.storage.find_zone(...)``
         else:
             return None
         return self.mod.returned_by(name, alias)

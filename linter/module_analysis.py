@@ -59,6 +59,10 @@ class ModuleAnalyzer:
         self.loaders_only = False
         #: resolves sessions made by factories (this module alone, or the project's modules)
         self.session_types: Optional[SessionTypes] = None
+        #: method name -> (module, item) of the one loader method of that name in the project
+        #: (``repo.find_by_external_id(..)`` on a receiver the walk cannot type); set by
+        #: analyze_project, else this module's own
+        self.loader_methods: Optional[dict] = None
 
     def add(self, f: Finding) -> None:
         self.findings.append(f)
@@ -161,6 +165,20 @@ class ModuleAnalyzer:
         item = self.method_candidates.get((cls, name))
         fa = self.demand_item(item) if item is not None else None
         return (fa.returned, f"self.{name}", "") if fa is not None and fa.returned is not None else None
+
+    def returned_by_name(self, name: str) -> Optional[tuple]:
+        """Like ``returned_by_method`` for ``obj.name(...)`` on any receiver: the project's one
+        loader method of that name (a repository's ``find_zone``, a service's ``get_project``)."""
+        table = self.loader_methods if self.loader_methods is not None else unique_loader_methods([self])
+        found = table.get(name)
+        if found is None:
+            return None
+        other, item = found
+        fa = other.demand_item(item)
+        if fa is None or fa.returned is None:
+            return None
+        where = "" if other is self else (os.path.basename(other.filename) or "another module")
+        return fa.returned, f".{name}", where
 
     def on_demand(self, name: str) -> Optional[FunctionAnalyzer]:
         """The analyzer of loader candidate ``name``, analysing it now if needed (three
@@ -383,6 +401,27 @@ class ModuleAnalyzer:
                         f"{hr}/{hw}), and one write erases the other; pass `{ent.name}` to the helper "
                         f"instead of re-reading")))
                 return
+
+
+#: names the frameworks give their own methods: a project's override is not "the one" of them
+_FRAMEWORK_METHODS = frozenset({"get_object", "get_queryset", "get_or_create", "update_or_create",
+                                "get_object_or_404", "get_or_404", "first_or_404", "one_or_404",
+                                "get_context_data", "get_form", "get_form_kwargs", "get_initial",
+                                "get_success_url", "get_serializer", "get_by_natural_key",
+                                "get_instance", "to_internal_value", "to_representation"})
+
+
+def unique_loader_methods(modules: list) -> dict:
+    """Method name -> (module, item) for loader methods whose name only one class defines.
+
+    Only names specific enough to be the project's own (two words or more: ``find_zone``,
+    ``get_by_external_id``): a one-word ``get`` or ``load`` is every mapping's too."""
+    seen: dict[str, list] = {}
+    for m in modules:
+        for (_cls, name), item in m.method_candidates.items():
+            if "_" in name.strip("_") and not name.startswith("__") and name not in _FRAMEWORK_METHODS:
+                seen.setdefault(name, []).append((m, item))
+    return {name: found[0] for name, found in seen.items() if len(found) == 1}
 
 
 #: What a module must mention to make a SQLAlchemy session on its own (``sessionmaker``,

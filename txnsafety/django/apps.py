@@ -55,7 +55,6 @@ def activate() -> None:
     hops.install()  # sites of the async ORM point at the awaiting view, not into asgiref
     if _activated:
         return
-    hooks.wrap_overridden_from_db(apps.get_models(include_auto_created=True))
     register_refetcher(is_model, refetch, arefetch)
     _activated = True
 

@@ -52,10 +52,10 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 from sqlalchemy.orm.base import DEFAULT_STATE_ATTR, NEVER_SET, NO_VALUE
 from sqlalchemy.sql.elements import ClauseElement
 
-from .. import check_then_act, checker, context, policies
+from .. import check_then_act, checker
 from ..config import settings
-from ..context import Transaction, current_scope, new_transaction
-from ..policies import Policy, policy_of
+from ..context import Transaction, current_scope, current_state, new_transaction
+from ..policies import Policy, cached_policy, policy_of
 from ..report import StompingError
 from ..sites import sites_wanted, user_site, wants_site
 from ..values import NOT_LOADED, looks_derived
@@ -63,9 +63,6 @@ from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
 
-#: Bound once (see txnsafety.checker): the per-row and per-write look-ups.
-_get_state = context._state.get     # (scope, transactions, leases) of this context
-_cached_policy = policies._cache.get  # model -> Policy | None, once policy_of() has seen it
 
 #: Key of our per-Session state in ``Session.info``.
 INFO_KEY = "txnsafety"
@@ -348,7 +345,7 @@ def _begin_statement(context: Any, cls: type) -> Any:
     attributes[_READS_KEY] = _FAILED  # until it is known
     session = context.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
-    scope, _, leases = _get_state()
+    scope, _, leases = current_state()
     if session_state is None or scope is None or not settings.enabled:
         attributes[_READS_KEY] = _UNCHECKED
         return None
@@ -383,7 +380,7 @@ def _read_for(statement: tuple[Any, ...], cls: type) -> Any:
     token, tick, txn, leases, for_update, locked_outside, of = statement
     if locked_outside:
         return _LOCKED_OUTSIDE
-    policy = _cached_policy(cls, _MISSING)
+    policy = cached_policy(cls, _MISSING)
     if policy is _MISSING:
         policy = policy_of(cls)
     if policy is None and not settings.strict:
@@ -523,7 +520,7 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
 
 
 def _judge_update(state: Any) -> None:
-    scope = _get_state()[0]
+    scope = current_state()[0]
     if scope is None or not settings.enabled:
         return
     committed = state.committed_state  # private (pinned): the attributes set since the load
@@ -555,13 +552,13 @@ def _judge_update(state: Any) -> None:
         # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
         # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once
         # row, TXN110, is one whoever computes the value); still remembered
-        checker.write(scope, obj, cls, policy, _key(state), frozenset(sent), False,
-                      session_state.txn, True, None, _WRITE_DEPTH)
+        checker.write(scope, obj, model=cls, policy=policy, key=_key(state), written=frozenset(sent),
+                      transaction=session_state.txn, versioned=True, depth=_WRITE_DEPTH)
         return
     if session_state.locks and not info.versioned:
         _stale_lock(obj, cls, session_state)
-    checker.write(scope, obj, cls, policy, _key(state), frozenset(derived), False,
-                  session_state.txn, info.versioned, None, _WRITE_DEPTH, sent=sent)
+    checker.write(scope, obj, model=cls, policy=policy, key=_key(state), written=frozenset(derived),
+                  transaction=session_state.txn, versioned=info.versioned, depth=_WRITE_DEPTH, sent=sent)
 
 
 def _from_read(values: dict[str, Any], committed: dict[str, Any], changed: list[str],
@@ -623,15 +620,15 @@ _WRITE_DEPTH = 3
 
 @checker.guarded
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
-    scope = _get_state()[0]
+    scope = current_state()[0]
     checked = _checked_write(scope, state)
     if checked is not None:
         session_state, cls, policy = checked
         if scope.lookups:  # an insert after a check of this request? (TXN105)
             for hook in _INSERT_HOOKS:
                 hook(scope, state, cls, session_state.txn, _key(state))
-        checker.write(scope, state.obj(), cls, policy, _key(state), None, True, session_state.txn, False,
-                      None, _WRITE_DEPTH)
+        checker.write(scope, state.obj(), model=cls, policy=policy, key=_key(state), written=None,
+                      transaction=session_state.txn, created=True, depth=_WRITE_DEPTH)
 
 
 def _checked_write(scope: Any, state: Any) -> tuple[SessionState, type, Policy] | None:

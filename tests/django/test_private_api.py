@@ -153,7 +153,7 @@ def test_model_state_and_meta_attributes(sqlite_db):
     account = Account.objects.get(pk=1)
     assert account._state.adding is False and account._state.db == "default", _moved("Model._state", HOOKS)
     assert Account._meta.concrete_model is Account, _moved("Options.concrete_model", HOOKS)
-    assert Model.__dict__.get("refresh_from_db") is hooks._refresh_from_db, "refresh hook not installed"
+    assert Model.__dict__.get("refresh_from_db") is reads._refresh_from_db, "refresh hook not installed"
     assert QuerySet.bulk_update is hooks._bulk_update and QuerySet.bulk_update.alters_data
 
 

@@ -41,6 +41,7 @@ from collections import deque
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import attrgetter
 from typing import Any, Iterator
 
 from django.db.models import Model
@@ -142,14 +143,34 @@ def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: l
     model = queryset.model
     if not checked(model):
         return
-    dicts = list(map(vars, rows))
-    # for each row: row.__dict__[LOADED] = (token, row.__dict__.copy()), all in C
-    _consume(map(dict.__setitem__, dicts, repeat(_LOADED), zip(repeat(scope.token), map(dict.copy, dicts))))
+    names, values_of = _loaded_fields(model, rows[0])
+    # for each row: setattr(row, LOADED, (token, names, its values)), all in C
+    _consume(map(setattr, rows, repeat(_LOADED), zip(repeat(scope.token), repeat(names), map(values_of, rows))))
     holder = _refreshing.get()
     if holder is not None:
         holder.temps.extend(rows)
         return
     stamp_statement(scope, rows, txns.transaction_for(queryset.db), leases, False, _site(model, 3))
+
+
+def _loaded_fields(model: type, first: Any) -> tuple[tuple[str, ...], Any]:
+    """The attnames a statement loaded (its rows all have the same) and a C getter of their values.
+
+    Never ``obj.__dict__`` per row: on CPython 3.11+ an instance keeps its attributes
+    inline until ``__dict__`` is asked for, and making the dict costs more than the rest
+    of the row's stamp, then slows every later attribute access of the row.
+    """
+    deferred = first.get_deferred_fields()  # Django's public call (makes one row's __dict__)
+    key = (model, frozenset(deferred)) if deferred else model
+    known = _getters.get(key)
+    if known is None:
+        names = tuple(f.attname for f in model._meta.concrete_fields if f.attname not in deferred)
+        # two names at least: attrgetter of one name returns the bare value, not a tuple
+        known = _getters[key] = (names, attrgetter(*names, *names[:1]))
+    return known
+
+
+_getters: dict[Any, tuple[tuple[str, ...], Any]] = {}
 
 
 # -- rows one by one: iterator(), raw(), select_for_update() ----------------------------------

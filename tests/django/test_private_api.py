@@ -43,6 +43,15 @@ def test_querysets_fill_their_result_cache_in_fetch_all_through_modeliterable(sq
     assert "self.iterator()" in inspect.getsource(RawQuerySet._fetch_all), _moved("RawQuerySet._fetch_all", READS)
 
 
+def test_query_deferred_loading():
+    # reads._loaded_fields reads Query.deferred_loading: (frozenset(), True) when nothing is deferred.
+    assert Account.objects.all().query.deferred_loading == (frozenset(), True), _moved("Query.deferred_loading", READS)
+    assert Account.objects.only("balance").query.deferred_loading == ({"balance"}, False), _moved(
+        "Query.deferred_loading", READS)
+    assert Account.objects.defer("note").query.deferred_loading == ({"note"}, True), _moved(
+        "Query.deferred_loading", READS)
+
+
 def test_query_select_for_update_flag():
     qs = Account.objects.all()
     assert qs.query.select_for_update is False, _moved("Query.select_for_update", HOOKS)

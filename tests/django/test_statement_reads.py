@@ -79,6 +79,18 @@ def test_the_rows_of_a_list_stay_alive_while_their_reads_are_kept(sqlite_db):
     assert all(txnsafety.read_stamp(ref()).entity is ref() for ref in refs)
 
 
+def test_deferred_fields_are_not_loaded_to_be_remembered(sqlite_db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    with CaptureQueriesContext(connection) as queries:
+        rows = list(Account.objects.only("balance").order_by("pk"))
+        deferred = list(Account.objects.defer("note", "owner").order_by("pk"))
+    assert len(queries) == 2                                       # no deferred field loaded to copy it
+    assert saves.loaded_values(rows[0]) == {"id": 1, "balance": 100}
+    assert saves.loaded_values(deferred[2]) == {"id": 3, "balance": 100}
+    assert all(txnsafety.read_stamp(row) is not None for row in rows + deferred)
+
+
 def test_iterator_rows_are_stamped_one_by_one(sqlite_db, txnsafety_violations):
     streamed = list(Account.objects.order_by("pk").iterator(chunk_size=2))
     assert all(txnsafety.read_stamp(row) is not None for row in streamed)

@@ -52,7 +52,7 @@ from ..checker import model_name, read_stamp, record_read, restamp, stamp, stamp
 from ..codes import Code
 from ..config import settings
 from ..context import current_scope, current_state
-from ..policies import policy_of
+from ..policies import cached_policy, policy_of
 from ..report import StompingError, Violation, report
 from ..sites import sites_wanted, user_site, wants_site
 from . import saves, transactions as txns
@@ -60,8 +60,8 @@ from . import saves, transactions as txns
 log = logging.getLogger("txnsafety")
 
 _LOADED = saves.LOADED
-#: On a QuerySet while its result cache is filled by :func:`_fetch_all`: its rows are
-#: stamped when the list is made, not one by one.
+#: ``QuerySet._txnsafety_batch`` is true while :func:`_fetch_all` fills the result cache:
+#: its rows are stamped when the list is made, not one by one (False on the class).
 _BATCH = "_txnsafety_batch"
 #: Runs an iterator to its end in C (the per-row loops below call only builtins).
 _consume = deque(maxlen=0).extend
@@ -117,12 +117,11 @@ def _fetch_all(self: QuerySet) -> None:
     scope, _, leases = current_state()
     if scope is None:
         return original(self)
-    own = self.__dict__
-    own[_BATCH] = True
+    self._txnsafety_batch = True  # an attribute, not __dict__[...]: that would make the dict
     try:
         original(self)
     finally:
-        own.pop(_BATCH, None)
+        del self._txnsafety_batch  # the class's False again (and nothing extra to pickle)
     rows = self._result_cache
     if rows:
         try:
@@ -140,27 +139,42 @@ _original_fetch_all = QuerySet._fetch_all
 def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: list[Any]) -> None:
     """One statement's rows, read now (not FOR UPDATE): mark their loaded values and stamp
     them with one shared read, or hand them to the ``refresh_from_db`` in progress."""
-    model = queryset.model
-    if not checked(model):
+    first = rows[0]
+    model = type(first)
+    policy = cached_policy(model, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(model)
+    if policy is None and not settings.strict:
         return
-    names, values_of = _loaded_fields(model, rows[0])
-    # for each row: setattr(row, LOADED, (token, names, its values)), all in C
-    _consume(map(setattr, rows, repeat(_LOADED), zip(repeat(scope.token), repeat(names), map(values_of, rows))))
+    names, values_of = _loaded_fields(model, queryset.query, first)
+    token = scope.token
+    if len(rows) == 1:  # get(), first(), a related descriptor: the common statement
+        setattr(first, _LOADED, (token, names, values_of(first)))
+    else:  # for each row: setattr(row, LOADED, (token, names, its values)), all in C
+        _consume(map(setattr, rows, repeat(_LOADED), zip(repeat(token), repeat(names), map(values_of, rows))))
     holder = _refreshing.get()
     if holder is not None:
         holder.temps.extend(rows)
         return
-    stamp_statement(scope, rows, txns.transaction_for(queryset.db), leases, False, _site(model, 3))
+    # the database the rows came from, as from_db set it (queryset.db would ask the router again)
+    stamp_statement(scope, rows, txns.transaction_for(first._state.db), leases, False, _site(model, 3))
 
 
-def _loaded_fields(model: type, first: Any) -> tuple[tuple[str, ...], Any]:
+def _loaded_fields(model: type, query: Any, first: Any) -> tuple[tuple[str, ...], Any]:
     """The attnames a statement loaded (its rows all have the same) and a C getter of their values.
 
     Never ``obj.__dict__`` per row: on CPython 3.11+ an instance keeps its attributes
     inline until ``__dict__`` is asked for, and making the dict costs more than the rest
     of the row's stamp, then slows every later attribute access of the row.
     """
-    deferred = first.get_deferred_fields()  # Django's public call (makes one row's __dict__)
+    names, defer = query.deferred_loading  # private; pinned by test_private_api.py
+    if defer and not names:  # nothing deferred (the usual query): every concrete field
+        known = _getters.get(model)
+        if known is not None:
+            return known
+        deferred: Any = ()
+    else:  # defer() / only(): ask the first row (Django's public call; makes its __dict__)
+        deferred = first.get_deferred_fields()
     key = (model, frozenset(deferred)) if deferred else model
     known = _getters.get(key)
     if known is None:
@@ -180,7 +194,7 @@ def _model_iter(self: ModelIterable) -> Iterator[Any]:
     if not settings.enabled:
         return rows
     queryset = self.queryset
-    if queryset.__dict__.get(_BATCH):
+    if queryset._txnsafety_batch:
         return rows  # _fetch_all stamps the list
     scope, _, leases = current_state()
     if scope is None:
@@ -351,6 +365,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
 
 def install() -> None:
     """Put the read hooks in place (called by :func:`txnsafety.django.hooks.install`, under its lock)."""
+    setattr(QuerySet, _BATCH, False)
     for owner, name, hook in _PATCHES:
         key = f"{owner.__name__}.{name}"
         _originals[key] = owner.__dict__[name]
@@ -362,3 +377,5 @@ def install() -> None:
 def uninstall() -> None:
     for owner, name, _ in _PATCHES:
         setattr(owner, name, _originals[f"{owner.__name__}.{name}"])
+    if _BATCH in QuerySet.__dict__:
+        delattr(QuerySet, _BATCH)

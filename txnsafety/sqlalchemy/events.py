@@ -58,7 +58,7 @@ from ..values import NOT_LOADED, looks_derived
 from . import reads
 from .classes import classes as _classes, info as _info
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
-from .reads import INFO_KEY, LOCK_PROBE as _LOCK_PROBE, newer_read, on_pickle, on_unpickle, read_of
+from .reads import INFO_KEY, LOCK_PROBE as _LOCK_PROBE, newer_read, on_pickle, on_refresh, on_unpickle, read_of
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
 
@@ -390,6 +390,7 @@ _SESSION_EVENTS = (
 _MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
     ("before_update", _before_update, {"raw": True, "retval": True}),
     ("after_insert", _after_insert, {"raw": True, "retval": True}),
+    ("refresh", on_refresh, {"raw": True}),  # refreshed objects only: no cost on first loads
     ("pickle", on_pickle, {"raw": True}),
     ("unpickle", on_unpickle, {"raw": True}),
 )

@@ -104,10 +104,10 @@ def _note_at_first_rows(result: Any, context: Any, refreshed: tuple[Any, Any] | 
     pending = [True]
 
     def noted(size: Any) -> Any:
+        if pending[0]:  # the first rows are about to be made (a refresh event may ask for the read)
+            pending[0] = False
+            pending.append(_note(context, refreshed))
         for rows in chunks(size):
-            if pending[0]:
-                pending[0] = False
-                pending.append(_note(context, refreshed))
             if pending[-1] is True:
                 _report_rows_locked_outside(rows, context.runid)
             yield rows
@@ -132,6 +132,9 @@ def _note_statement(context: Any, refreshed: tuple[Any, Any] | None) -> bool:
     if scope is None:
         return False
     runid = context.runid  # private; pinned by test
+    noted = session_state.reads.get(runid)
+    if noted is not None:  # by a refresh event of its rows already (see on_refresh)
+        return len(noted) == 8 and bool(noted[5])
     if refreshed is not None:
         state, before = refreshed
         only = context.compile_state.compile_options._only_load_props  # private; pinned by test
@@ -296,13 +299,49 @@ _original_detach = InstanceState.__dict__["_detach_states"]
 
 
 def _keep_reads(states: list[Any], reads: dict[int, tuple[Any, ...]]) -> None:
+    """Runs for every object a Session lets go of (``close()``): written flat, through the
+    state's own ``__dict__`` (InstanceState keeps one for its memoized properties), and the
+    statement's read is left as it was noted (:func:`read_of` resolves it for the class)."""
+    get = reads.get
     for state in states:
         runid = state.runid
-        entry = reads.get(runid) if runid is not None else None
-        if entry is None or getattr(state, RUNID_ATTR, _MISSING) == runid:
-            continue  # never noted, or a read left on it for these values already
-        state._txnsafety_read = entry if len(entry) in (6, 8) else None
-        state._txnsafety_runid = runid
+        entry = get(runid)
+        if entry is None:
+            continue  # never noted (no request, another Session's object)
+        own = state.__dict__
+        if own.get(RUNID_ATTR, _MISSING) == runid:
+            continue  # a read left on it for these values already (merge, forget)
+        own[READ_ATTR] = entry if len(entry) in (6, 8) else None
+        own[RUNID_ATTR] = runid
+
+
+def on_refresh(state: Any, context: Any, attrs: Any) -> None:
+    """``InstanceEvents.refresh``: an object already in the Session got values from a statement.
+
+    Fires only for objects refreshed (never for first loads: no per-row cost on a plain
+    list).  Needed where SQLAlchemy keeps the object's ``runid``: a query that fills the
+    expired attributes of an object in the identity map (``_populate_partial``).  A refresh
+    of every column leaves the statement's read on the object; a partial one leaves the
+    older read, which the other columns still hold.
+    """
+    if context is None or not settings.enabled:
+        return
+    try:
+        if attrs is not None and not (classes.get(state.class_) or info(state.class_)).loaded_columns <= attrs:
+            return
+        session_state = _session_state(context)
+        if session_state is None:
+            return
+        entry = session_state.reads.get(context.runid)
+        if entry is None:
+            _note(context, None)  # rows made before the statement was noted (prebuffer_rows)
+            entry = session_state.reads.get(context.runid)
+        if entry is not None:
+            leave_read(state, entry)
+    except StompingError:
+        raise
+    except Exception:
+        log.exception("txnsafety: internal error while noting a SQLAlchemy refresh (the request goes on)")
 
 
 def on_pickle(state: Any, state_dict: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from django.apps import AppConfig, apps
+from django.apps import AppConfig
 from django.core.signals import setting_changed
 
 from .checks import check_middleware  # noqa: F401  (its old home)

@@ -46,16 +46,14 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
-from sqlalchemy.orm.base import NEVER_SET, NO_VALUE
-from sqlalchemy.sql.elements import ClauseElement
 
 from .. import check_then_act, checker
 from ..config import settings
 from ..context import Transaction, current_scope, current_state, new_transaction
 from ..policies import Policy
 from ..report import StompingError
-from ..values import NOT_LOADED, looks_derived
 from . import reads
+from .changes import changed_columns, from_read
 from .classes import classes as _classes, info as _info
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 from .reads import INFO_KEY, LOCK_PROBE as _LOCK_PROBE, newer_read, on_pickle, on_refresh, on_unpickle, read_of
@@ -275,13 +273,13 @@ def _judge_update(state: Any) -> None:
     if newer is not None:
         entry = scope.stamps[me] = newer
     info = _classes.get(cls) or _info(cls)
-    changed, atomic = _changed_columns(state.dict, committed, info.equality)
+    changed, atomic = changed_columns(state.dict, committed, info.equality)
     if not changed and not atomic:
         return
     if entry is None:
         _earlier_read(obj, cls, state)
     sent = changed + atomic if atomic else changed  # for the report only
-    derived = _from_read(state.dict, committed, changed, info.relations)
+    derived = from_read(state.dict, committed, changed, info.relations)
     if not derived:
         # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
         # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once
@@ -293,59 +291,6 @@ def _judge_update(state: Any) -> None:
         _stale_lock(obj, cls, session_state)
     checker.write(scope, obj, model=cls, policy=policy, key=_key(state), written=frozenset(derived),
                   transaction=session_state.txn, versioned=info.versioned, depth=_WRITE_DEPTH, sent=sent)
-
-
-def _from_read(values: dict[str, Any], committed: dict[str, Any], changed: list[str],
-               relations: frozenset[str]) -> list[str]:
-    """The changed columns whose new value may be computed from the loaded one
-    (``committed`` holds what was loaded; ``NO_VALUE`` when the column never was)."""
-    derived = []
-    for key in changed:
-        value, loaded = values.get(key), committed.get(key, NO_VALUE)
-        if type(value) in _NUMBERS and type(loaded) in _NUMBERS and key not in relations:
-            derived.append(key)  # the common case, arithmetic on a number: no call
-        elif looks_derived(value, _loaded(loaded), relation=key in relations):
-            derived.append(key)
-    return derived
-
-
-_NUMBERS = frozenset({int, float})
-
-
-def _loaded(value: Any) -> Any:
-    return NOT_LOADED if value is NO_VALUE or value is NEVER_SET else value
-
-
-def _changed_columns(values: dict[str, Any], committed: dict[str, Any],
-                     equality: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The columns the coming UPDATE sends: (set to a value, set to a SQL expression).
-
-    The flush's own test (``persistence._collect_update_commands``): a column set
-    since the load is sent unless the attribute's equality says it is back to the
-    loaded value; an expression (``Model.n + 1``) is computed by the database.
-    Only the attributes set since the load are looked at (``committed`` holds
-    their loaded values), usually one or two; relationships are not columns.
-    """
-    changed: list[str] = []
-    atomic: list[str] = []
-    for key, loaded in committed.items():
-        is_equal = equality.get(key)
-        if is_equal is None:
-            continue  # a relationship or another non-column attribute
-        value = values.get(key, _MISSING)
-        if type(value) in _PLAIN_VALUES:
-            if is_equal(value, loaded) is not True:
-                changed.append(key)
-        elif hasattr(value, "__clause_element__") or isinstance(value, ClauseElement):
-            atomic.append(key)
-        elif value is _MISSING or is_equal(value, loaded) is not True:
-            changed.append(key)
-    return changed, atomic
-
-
-#: Value types that are never SQL expressions: no need to ask (most columns hold one).
-_PLAIN_VALUES = frozenset({int, str, float, bool, bytes, type(None)})
-_MISSING: Any = object()
 
 
 #: Frames between the flush's caller and :func:`txnsafety.checker.write`; the sites are

@@ -27,6 +27,7 @@ Private SQLAlchemy names used here are pinned by ``tests/sqlalchemy/test_private
 from __future__ import annotations
 
 import logging
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -64,56 +65,54 @@ LOCK_PROBE = object()
 # -- per statement ---------------------------------------------------------------------------------
 
 def _instances(cursor: Any, context: Any) -> Any:
-    """``loading.instances``: run the statement, then note the read it makes under its ``runid``."""
+    """``loading.instances``: run the statement; note the read it makes under its ``runid``
+    when its first rows are made into objects (not when it is sent: a result iterated after
+    the commit was read outside the transaction)."""
+    if not settings.enabled:
+        return _original_instances(cursor, context)
+    session = context.session
+    session_state = session.info.get(INFO_KEY) if session is not None else None
+    if session_state is None or current_state()[0] is None:
+        return _original_instances(cursor, context)  # a Session not instrumented, or no request
     refreshed = None
-    if settings.enabled:
-        refresh_state = context.load_options._refresh_state  # private; pinned by test
-        if refresh_state is not None:
-            try:  # before the refresh gives the state a new runid
-                refreshed = (refresh_state, read_of(refresh_state))
-            except Exception:
-                log.exception("txnsafety: internal error while reading a refreshed object's read")
+    refresh_state = context.load_options._refresh_state  # private; pinned by test
+    if refresh_state is not None:
+        try:  # before the refresh gives the state a new runid
+            refreshed = (refresh_state, read_of(refresh_state))
+        except Exception:
+            log.exception("txnsafety: internal error while reading a refreshed object's read")
     result = _original_instances(cursor, context)
-    if settings.enabled:
-        if context.execution_options.get("prebuffer_rows", False):
-            if _note(context, refreshed):  # the objects are made already: in a list, read again here
-                for rows in result.chunks(None):
-                    _report_rows_locked_outside(rows, context.runid)
-        else:
-            _note_at_first_rows(result, context, refreshed)
+    if context.execution_options.get("prebuffer_rows", False):
+        if _note(session_state, context, refreshed):  # the objects are made already: a list, read again
+            for rows in result.chunks(None):
+                _report_rows_locked_outside(rows, context.runid)
+    else:  # objects are made per chunk of rows (ChunkedIteratorResult.chunks, private; pinned by test)
+        result.chunks = partial(_noted_chunks, result.chunks, session_state, context, refreshed, [True])
+        result.iterator = chain.from_iterable(result.chunks(None))
     return result
 
 
-def _note(context: Any, refreshed: tuple[Any, Any] | None) -> bool:
+def _noted_chunks(chunks: Any, session_state: Any, context: Any, refreshed: Any, pending: list[Any],
+                  size: Any) -> Any:
+    if pending[0]:  # the first rows are about to be made (a refresh event may ask for the read)
+        pending[0] = False
+        pending.append(_note(session_state, context, refreshed))
+    for rows in chunks(size):
+        if pending[-1] is True:
+            _report_rows_locked_outside(rows, context.runid)
+        yield rows
+
+
+def _note(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -> bool:
     """Note the statement's read; True when it read rows FOR UPDATE with no transaction (TXN108)."""
     try:
-        return _note_statement(context, refreshed)
+        return _note_statement(session_state, context, refreshed)
     except StompingError:
         raise
     except Exception:
-        _forget_statement(context)
+        session_state.reads[context.runid] = _FAILED
         log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
         return False
-
-
-def _note_at_first_rows(result: Any, context: Any, refreshed: tuple[Any, Any] | None) -> None:
-    """Note the statement when its first rows are made into objects, not when it is sent:
-    a result iterated after the commit was read outside the transaction.  Once per chunk
-    of rows (``ChunkedIteratorResult.chunks``, private; pinned by test), not per row."""
-    chunks = result.chunks
-    pending = [True]
-
-    def noted(size: Any) -> Any:
-        if pending[0]:  # the first rows are about to be made (a refresh event may ask for the read)
-            pending[0] = False
-            pending.append(_note(context, refreshed))
-        for rows in chunks(size):
-            if pending[-1] is True:
-                _report_rows_locked_outside(rows, context.runid)
-            yield rows
-
-    result.chunks = noted
-    result.iterator = chain.from_iterable(noted(None))
 
 
 _original_instances = loading.instances
@@ -124,10 +123,7 @@ def _session_state(context: Any) -> Any:
     return session.info.get(INFO_KEY) if session is not None else None
 
 
-def _note_statement(context: Any, refreshed: tuple[Any, Any] | None) -> bool:
-    session_state = _session_state(context)
-    if session_state is None:
-        return False  # a Session not instrumented
+def _note_statement(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -> bool:
     scope, _, leases = current_state()
     if scope is None:
         return False
@@ -177,12 +173,6 @@ def _entity_classes(context: Any) -> tuple[type, ...]:
         return tuple(d["entity"] for d in context.query.column_descriptions if isinstance(d.get("entity"), type))
     except Exception:  # a statement without ORM entities
         return ()
-
-
-def _forget_statement(context: Any) -> None:
-    session_state = _session_state(context)
-    if session_state is not None:
-        session_state.reads[context.runid] = _FAILED
 
 
 def _locked_tables(for_update_arg: Any) -> frozenset[Any] | None:
@@ -334,7 +324,7 @@ def on_refresh(state: Any, context: Any, attrs: Any) -> None:
             return
         entry = session_state.reads.get(context.runid)
         if entry is None:
-            _note(context, None)  # rows made before the statement was noted (prebuffer_rows)
+            _note(session_state, context, None)  # rows made before the statement was noted (prebuffer_rows)
             entry = session_state.reads.get(context.runid)
         if entry is not None:
             leave_read(state, entry)

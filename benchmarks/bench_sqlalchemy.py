@@ -17,6 +17,7 @@ A third times a read-only list endpoint (one ``select()`` of 200 rows, as JSON):
 the checker's cost there is per loaded row, and it is the largest.
 
     python benchmarks/bench_sqlalchemy.py [--rounds 100] [--per-round 3] [--wall]
+    python benchmarks/bench_sqlalchemy.py --loop checked --calls 120   # untimed, for cachegrind
 """
 from __future__ import annotations
 
@@ -123,9 +124,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--per-round", type=int, default=3)
+    parser.add_argument("--loop", choices=["sqlalchemy", "checked"],
+                        help="serve the WSGI request --calls times, untimed (instruction counts under valgrind)")
+    parser.add_argument("--calls", type=int, default=100)
     add_options(parser, processes=5)
     args = parser.parse_args()
-    start(args)
+    if not args.loop:
+        start(args)
     txnsafety.configure(mode="log")
     seen: list = []
     txnsafety.add_listener(seen.append)
@@ -142,6 +147,15 @@ def main() -> None:
                                                    for k in range(1, 21 + LIST_ROWS)])
         plain = sessionmaker(engine)
         checked = instrument(sessionmaker(engine))
+        if args.loop:  # as bench_rows.py --loop: docs/performance.md gives the valgrind commands
+            on = args.loop == "checked"
+            _listeners(on)()
+            request = make_wsgi_request(checked if on else plain, on)
+            for _ in range(5 + args.calls):  # five to warm the caches
+                request()
+            _listeners(True)()
+            engine.dispose()
+            return
         try:
             request = compare({"sqlalchemy": Contender(make_wsgi_request(plain, False), _listeners(False)),
                                "checked": Contender(make_wsgi_request(checked, True), _listeners(True))},

@@ -27,13 +27,12 @@ import logging
 import sys
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, TypeVar
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, Sequence, TypeVar
 
-from . import context, policies
 from .codes import Code
 from .config import settings
-from .context import LeaseLike, RequestScope, Transaction, current_scope, find_lease, held_leases
-from .policies import STRICT_DEFAULT, Policy, Protection, policy_of
+from .context import LeaseLike, RequestScope, Transaction, current_scope, current_state, find_lease, held_leases
+from .policies import STRICT_DEFAULT, Policy, Protection, cached_policy, policy_of
 from .report import StompingError, Violation, report
 from .sites import Site, site_from, sites_wanted, user_site, user_trace, wants_site
 
@@ -44,12 +43,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: Sentinel: "use the transaction of the current context".
 CURRENT: Any = object()
 _MISSING: Any = object()
-
-#: Bound once: ``name.get()`` on a name bound by an import compiles to an attribute
-#: look-up that builds a new bound method at every call (CPython's compiler takes such
-#: names for modules), and these two calls run on every read and write.
-_get_state = context._state.get     # (scope, transactions, leases) of this context
-_cached_policy = policies._cache.get  # model -> Policy | None, once policy_of() has seen it
 
 _TRANSACTION, _TRANSACTION_OR_LOCK = Protection.TRANSACTION, Protection.TRANSACTION_OR_LOCK
 _NOTHING, _FORBIDDEN = Protection.NOTHING, Protection.FORBIDDEN
@@ -64,6 +57,8 @@ class ReadStamp(NamedTuple):
 
     The request keeps each read in ``RequestScope.stamps`` as a *plain* tuple of
     this shape (building a named tuple costs several times as much, on every row);
+    the rows of one statement share one tuple (:func:`stamp_statement`), whose first
+    field is then the statement's rows rather than the entity;
     :func:`read_stamp` turns it into a ``ReadStamp`` the first time it is asked for
     and keeps that, so asking twice gives the same object.  A stamp never changes:
     :func:`restamp` replaces it.
@@ -155,7 +150,7 @@ def record_read(
     """
     if not settings.enabled:
         return
-    scope, transactions, leases = _get_state()
+    scope, transactions, leases = current_state()
     if scope is None:
         return
     try:
@@ -164,7 +159,7 @@ def record_read(
             transaction = transactions[-1] if transactions else None
         if for_update and transaction is None:
             _report_lock_outside_transaction(scope, cls, key)
-        policy = _cached_policy(cls, _MISSING)
+        policy = cached_policy(cls, _MISSING)
         if policy is _MISSING:
             policy = policy_of(cls)
         if policy is None and not settings.strict:
@@ -189,6 +184,26 @@ def stamp(scope: RequestScope, entity: Any, transaction: Transaction | None, lea
     still goes through :func:`record_read`.
     """
     scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
+
+
+def stamp_statement(scope: RequestScope, entities: Sequence[Any], transaction: Transaction | None,
+                    leases: tuple[LeaseLike, ...], for_update: bool, site: Site | None) -> None:
+    """Record the read of every entity one statement returned: one read for all of them.
+
+    A statement's rows are read at one instant, in one transaction, under the same
+    leases, from the same site: they share one stamp tuple, whose first field holds
+    the rows (a tuple: it keeps every entity, and so its ``id``, alive while the
+    request lasts).  The mapping from each ``id`` to it is made by C loops
+    (``dict.fromkeys(map(id, ...))``): no Python code runs per row.  A single row
+    gets its own stamp, as :func:`stamp` makes it.
+    """
+    if len(entities) == 1:
+        entity = entities[0]
+        scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
+        return
+    rows = tuple(entities)
+    read = (rows, next(scope._clock), transaction, leases, site, for_update, False)
+    scope.stamps.update(dict.fromkeys(map(id, rows), read))
 
 
 def _report_lock_outside_transaction(scope: RequestScope, model: type, key: Any) -> None:
@@ -244,11 +259,12 @@ def _entry(scope: RequestScope, entity: Any) -> tuple[Any, ...] | None:
 
 
 def _stamp_in(scope: RequestScope, entity: Any) -> ReadStamp | None:
-    """The stamp of ``entity`` in ``scope`` as a :class:`ReadStamp` (made once from the plain tuple)."""
+    """The stamp of ``entity`` in ``scope`` as a :class:`ReadStamp` (made once from the plain tuple;
+    a statement's shared tuple gets the entity itself in its first field)."""
     entry = _entry(scope, entity)
     if entry is None or type(entry) is ReadStamp:
         return entry
-    made = scope.stamps[id(entity)] = ReadStamp._make(entry)
+    made = scope.stamps[id(entity)] = ReadStamp(entity, *entry[1:])
     return made
 
 
@@ -263,6 +279,7 @@ def restamp(scope: RequestScope, entity: Any, **changes: Any) -> bool:
     if entry is None:
         return False
     values = list(entry)
+    values[0] = entity  # a statement's shared tuple holds its rows there
     for name, value in changes.items():
         values[_FIELDS[name]] = value
     scope.stamps[me] = tuple(values)
@@ -324,7 +341,7 @@ def record_write(
     """
     if not settings.enabled:
         return
-    scope, transactions, _ = _get_state()
+    scope, transactions, _ = current_state()
     if scope is None:
         return
     try:
@@ -338,8 +355,9 @@ def record_write(
             transaction = transactions[-1] if transactions else None
         if _deferred:
             _entry(scope, entity)  # a read an integration left on the object counts
-        write(scope, entity, cls, policy, key, frozenset(fields) if fields is not None else None, created,
-              transaction, versioned, history_model, 2)
+        write(scope, entity, model=cls, policy=policy, key=key,
+              written=frozenset(fields) if fields is not None else None, transaction=transaction,
+              created=created, versioned=versioned, history_model=history_model, depth=2)
     except StompingError:
         raise
     except Exception:
@@ -349,7 +367,7 @@ def record_write(
 def write_policy(cls: type) -> Policy | None:
     """The policy a write of ``cls`` is judged by: its own; ``STRICT_DEFAULT`` in
     strict mode when it has none; None when the write is not checked at all."""
-    policy = _cached_policy(cls, _MISSING)
+    policy = cached_policy(cls, _MISSING)
     if policy is _MISSING:
         policy = policy_of(cls)
     if policy is None and settings.strict:
@@ -357,13 +375,20 @@ def write_policy(cls: type) -> Policy | None:
     return policy
 
 
-def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any, written: frozenset[str] | None,
-          created: bool, transaction: Transaction | None, versioned: bool, history_model: type | None,
-          depth: int, *, frame: Any = None, locate: Locate | None = None,
-          sent: frozenset[str] | None | Any = _MISSING) -> None:
+def write(scope: RequestScope, entity: Any, *, model: type, policy: Policy, key: Any,
+          written: frozenset[str] | None, transaction: Transaction | None, created: bool = False,
+          versioned: bool = False, history_model: type | None = None, depth: int = 1, frame: Any = None,
+          locate: Locate | None = None, sent: frozenset[str] | None | Any = _MISSING) -> None:
     """The step :func:`record_write` ends with, for an integration's per-write hook that
-    has already found the scope, the class, its policy (``STRICT_DEFAULT`` when it has
-    none) and the transaction (SQLAlchemy's flush, Django's ``save()``).
+    has already found the scope, the class (``model``), its policy (``STRICT_DEFAULT``
+    when it has none) and the ``transaction`` (SQLAlchemy's flush, Django's ``save()``).
+    Every fact is named at the call (keyword-only): a call with bare ``True``/``None``
+    in eleven positions cannot be read, and the keywords cost the hot path nothing
+    it measures (``benchmarks/bench_checker.py``).
+
+    ``created`` marks an insert; ``versioned`` a write the data layer makes
+    conditional (it cannot stomp); ``history_model`` the table the row's write
+    history is kept under when it is not ``model``'s (a proxy and its concrete model).
 
     The entity's read is looked up in ``scope.stamps`` only: an integration that
     leaves its reads on the objects (:class:`DeferredReads`) takes the read in first.
@@ -381,6 +406,7 @@ def write(scope: RequestScope, entity: Any, cls: type, policy: Policy, key: Any,
     ``locate(frame, entity)`` finds ``(write site, framework-internal)`` itself
     when a violation is reported: a framework's own write is not reported.
     """
+    cls = model
     history_key = (history_model or cls, key)  # the row: its table's class and its key
     try:
         history = scope.writes.get(history_key)

@@ -224,6 +224,12 @@ _State = tuple  # (RequestScope | None, tuple[Transaction, ...], tuple[LeaseLike
 _EMPTY: _State = (None, (), ())
 _state: contextvars.ContextVar[_State] = contextvars.ContextVar("txnsafety_state", default=_EMPTY)
 
+#: ``current_state() -> (request scope | None, transaction stack, leases held)``: the one
+#: look-up the hot paths make (every statement, every write).  The context variable's own
+#: ``get``, bound once here: calling a module-level name costs no Python frame, where
+#: ``module._state.get()`` would build a bound method at every call.
+current_state: Callable[[], _State] = _state.get
+
 
 def current_scope() -> RequestScope | None:
     """The request scope in force, or None outside any request."""

@@ -153,6 +153,11 @@ STRICT_DEFAULT = Policy("strict_default", Protection.TRANSACTION_OR_LOCK)
 
 _cache: dict[type, Policy | None] = {}
 
+#: ``cached_policy(model, default)``: the policy :func:`policy_of` found for ``model``
+#: (None: none), or ``default`` when it has not been asked yet.  The cache's own ``get``,
+#: bound once: no Python frame, for the per-write and per-statement look-ups.
+cached_policy: Callable[..., Any] = _cache.get
+
 
 def policy_of(model: type) -> Policy | None:
     """The policy that governs ``model``: its own, or the nearest inherited one.

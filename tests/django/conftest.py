@@ -22,7 +22,9 @@ from django.conf import settings as dj_settings
 
 from tests import servers
 
-PG_DATABASE = "txnsafety_django"
+#: Its own database; TXNSAFETY_TEST_DJANGO_DATABASE names another (two checkouts testing at once
+#: against one server would otherwise drop each other's tables).
+PG_DATABASE = os.environ.get("TXNSAFETY_TEST_DJANGO_DATABASE", "txnsafety_django")
 
 
 def _pg_url(base: str) -> str:

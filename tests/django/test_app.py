@@ -118,18 +118,18 @@ def test_system_check_warns_when_the_middleware_is_missing():
 
 
 def test_hooks_install_is_idempotent_and_uninstall_restores_django(sqlite_db):
-    from django.db.models import Model
+    from django.db.models import QuerySet
+    from txnsafety.django import reads
     hooks.install()
-    wrapped = Model.__dict__["from_db"]
+    hooks.install()
+    assert QuerySet.__dict__["_fetch_all"] is reads._fetch_all
     hooks.uninstall()
     try:
-        assert Model.__dict__["from_db"] is hooks._originals["Model.from_db"]
+        assert QuerySet.__dict__["_fetch_all"] is reads._originals["QuerySet._fetch_all"]
         assert txnsafety.read_stamp(Account.objects.get(pk=1)) is None
     finally:
         hooks.install()
-        from django.apps import apps
-        hooks.wrap_overridden_from_db(apps.get_models())
-    assert Model.__dict__["from_db"] is not wrapped          # a fresh wrapper, same behaviour
+    assert QuerySet.__dict__["_fetch_all"] is reads._fetch_all
     assert txnsafety.read_stamp(Account.objects.get(pk=1)) is not None
 
 

@@ -11,31 +11,45 @@ import inspect
 import pytest
 from django.db import connection, connections, transaction
 from django.db.models import Model
-from django.db.models.query import ModelIterable, QuerySet
+from django.db.models.query import ModelIterable, QuerySet, RelatedPopulator
 from django.test import TestCase
 
 from fixtures.django_app.models import Account, Restaurant
-from txnsafety.django import hooks
+from txnsafety.django import hooks, reads
 
 
 def _moved(what: str, user: str) -> str:
     return f"Django moved {what}; txnsafety/django/{user} depends on it and must be updated"
 
 
-HOOKS, TXNS = "hooks.py", "transactions.py"
+HOOKS, TXNS, READS = "hooks.py", "transactions.py", "reads.py"
 
 
-def test_model_from_db_is_a_classmethod_that_modeliterable_calls(sqlite_db):
-    # hooks.py replaces Model.from_db (the documented loading hook) with a wrapping classmethod.
-    assert isinstance(hooks._originals["Model.from_db"], classmethod), _moved("Model.from_db", HOOKS)
-    source = inspect.getsource(hooks._originals["ModelIterable.__iter__"])
-    assert ".from_db(" in source, _moved("ModelIterable.__iter__'s call of from_db", HOOKS)
+def test_querysets_fill_their_result_cache_in_fetch_all_through_modeliterable(sqlite_db):
+    # reads.py wraps QuerySet._fetch_all (private) to stamp a statement's rows at once, and
+    # ModelIterable.__iter__ (private) to stamp rows that do not go through it (iterator()).
+    source = inspect.getsource(reads._originals["QuerySet._fetch_all"])
+    assert "self._result_cache = list(self._iterable_class(self))" in source, _moved("QuerySet._fetch_all", READS)
+    assert Account.objects.all()._iterable_class is ModelIterable, _moved("QuerySet's ModelIterable", READS)
+    assert ModelIterable.__iter__ is reads._model_iter, "the ModelIterable hook is not installed"
+    assert QuerySet._fetch_all is reads._fetch_all, "the _fetch_all hook is not installed"
+    # the only places Django builds instances from rows: each one is hooked
+    for where in ("ModelIterable.__iter__", "RawModelIterable.__iter__"):
+        assert ".from_db(" in inspect.getsource(reads._originals[where]), _moved(f"{where}'s call of from_db", READS)
+    populate = inspect.getsource(RelatedPopulator.populate)
+    assert ".from_db(" in populate and "self.local_setter(from_obj, obj)" in populate, _moved(
+        "RelatedPopulator.populate / local_setter", READS)
+    from django.db.models.query import RawQuerySet
+    assert "self.iterator()" in inspect.getsource(RawQuerySet._fetch_all), _moved("RawQuerySet._fetch_all", READS)
 
 
-def test_queryset_evaluation_goes_through_modeliterable(sqlite_db):
-    # hooks.py wraps ModelIterable.__iter__ (private) to tag FOR UPDATE reads.
-    assert Account.objects.all()._iterable_class is ModelIterable, _moved("QuerySet's ModelIterable", HOOKS)
-    assert ModelIterable.__iter__ is hooks._model_iter, "the FOR UPDATE hook is not installed"
+def test_query_deferred_loading():
+    # reads._loaded_fields reads Query.deferred_loading: (frozenset(), True) when nothing is deferred.
+    assert Account.objects.all().query.deferred_loading == (frozenset(), True), _moved("Query.deferred_loading", READS)
+    assert Account.objects.only("balance").query.deferred_loading == ({"balance"}, False), _moved(
+        "Query.deferred_loading", READS)
+    assert Account.objects.defer("note").query.deferred_loading == ({"note"}, True), _moved(
+        "Query.deferred_loading", READS)
 
 
 def test_query_select_for_update_flag():
@@ -80,23 +94,23 @@ def test_queryset_db_attribute():
 
 
 def test_refresh_from_db_loads_through_a_temporary_from_db_instance(sqlite_db):
-    # hooks._refresh_from_db relies on: `fields` being the second positional parameter, and the
-    # reload going through from_db on a *different* instance.
-    params = list(inspect.signature(hooks._originals["Model.refresh_from_db"]).parameters)
-    assert params[:3] == ["self", "using", "fields"], _moved("Model.refresh_from_db's signature", HOOKS)
+    # reads._refresh_from_db relies on: `fields` being the second positional parameter, and the
+    # reload going through a queryset on a *different* instance.
+    params = list(inspect.signature(reads._originals["Model.refresh_from_db"]).parameters)
+    assert params[:3] == ["self", "using", "fields"], _moved("Model.refresh_from_db's signature", READS)
     account = Account.objects.get(pk=1)
     holders = []
-    real = hooks._Refresh
+    real = reads._Refresh
 
     def capture():
         holders.append(real())
         return holders[-1]
 
-    hooks._Refresh = capture
+    reads._Refresh = capture
     try:
         account.refresh_from_db()
     finally:
-        hooks._Refresh = real
+        reads._Refresh = real
     (holder,) = holders
     assert len(holder.temps) == 1 and holder.temps[0] is not account, _moved(
         "refresh_from_db's temporary instance", HOOKS)
@@ -148,7 +162,7 @@ def test_model_state_and_meta_attributes(sqlite_db):
     account = Account.objects.get(pk=1)
     assert account._state.adding is False and account._state.db == "default", _moved("Model._state", HOOKS)
     assert Account._meta.concrete_model is Account, _moved("Options.concrete_model", HOOKS)
-    assert Model.__dict__.get("refresh_from_db") is hooks._refresh_from_db, "refresh hook not installed"
+    assert Model.__dict__.get("refresh_from_db") is reads._refresh_from_db, "refresh hook not installed"
     assert QuerySet.bulk_update is hooks._bulk_update and QuerySet.bulk_update.alters_data
 
 

@@ -295,7 +295,7 @@ def test_reads_pickled_before_deferred_reads_still_count(stack, txnsafety_violat
     counts as read in an earlier request, and pickles again."""
     import pickle
 
-    from txnsafety.sqlalchemy.events import _READ_ATTR, _on_unpickle
+    from txnsafety.sqlalchemy.reads import READ_ATTR as _READ_ATTR, on_unpickle as _on_unpickle
     with stack.Weak(expire_on_commit=False) as session:
         counter = session.get(Counter, 1)
         state = inspect(counter)
@@ -312,7 +312,7 @@ def test_a_refresh_the_checker_failed_on_leaves_no_older_read(stack, txnsafety_v
                                                               monkeypatch):
     """The refresh replaced the values; the read from before it no longer says when they
     were read, so it goes (the write is then unchecked) instead of giving a false report."""
-    from txnsafety.sqlalchemy import events
+    from txnsafety.sqlalchemy import reads
 
     with stack.Main(expire_on_commit=False) as session:
         acct = session.get(Account, 1)
@@ -320,7 +320,7 @@ def test_a_refresh_the_checker_failed_on_leaves_no_older_read(stack, txnsafety_v
 
         def broken(*args):
             raise RuntimeError("injected")
-        monkeypatch.setattr(events, "_read_for", broken)
+        monkeypatch.setattr(reads, "statement_read", broken)
         session.get(Account, 1, populate_existing=True)          # re-read in the next root: fails
         monkeypatch.undo()
         assert stamp(acct) is None and "internal error" in caplog.text
@@ -573,11 +573,12 @@ def test_an_object_read_under_a_lock_still_pickles(stack):
     import pickle
 
     from txnsafety.locks import user_write_lock
-    from txnsafety.sqlalchemy.events import _READ_ATTR
+    from txnsafety.sqlalchemy.reads import READ_ATTR as _READ_ATTR, read_of
     with stack.Weak(expire_on_commit=False) as session, user_write_lock("counter:1"):
         counter = session.get(LockedCounter, 1)
-        assert getattr(inspect(counter), _READ_ATTR)[3]         # read under the lease
+        assert read_of(inspect(counter))[3]                      # read under the lease
         session.commit()
+    assert read_of(inspect(counter))[3]                          # left on the object when it left the Session
     copy = pickle.loads(pickle.dumps(counter))
     assert copy.n == counter.n
     assert getattr(inspect(copy), _READ_ATTR)[3] == ()

@@ -317,3 +317,119 @@ def test_one_row_accessors_go_through_result_only_one_row(engine):
         sa_result.ResultInternal._only_one_row = installed
     assert len(seen) == 3, "a one-row accessor no longer goes through ResultInternal._only_one_row"
     assert seen[0].whereclause is not None and seen[1].whereclause is not None
+
+
+# -- reads.py: one read per statement, found through InstanceState.runid --------------------------
+
+def test_orm_statements_go_through_loading_instances_which_numbers_them(engine):
+    """reads.py wraps ``loading.instances`` (looked up on the module at each call) and notes
+    each statement's read under ``QueryContext.runid``; SQLAlchemy writes that number on
+    every state it populates whole and leaves it on an identity-map hit."""
+    import inspect as pyinspect
+
+    from sqlalchemy import inspect
+    from sqlalchemy.orm import context as orm_context, loading
+
+    from txnsafety.sqlalchemy import reads
+    assert "loading.instances(" in pyinspect.getsource(orm_context._ORMCompileState.orm_setup_cursor_result)
+    assert "context.runid = _new_runid()" in pyinspect.getsource(reads._original_instances)
+    assert loading.instances is reads._instances or loading.instances is reads._original_instances
+    seen = []
+    original = loading.instances
+
+    def spy(cursor, context):
+        result = original(cursor, context)
+        seen.append(context.runid)
+        return result
+    loading.instances = spy
+    try:
+        with Session(engine) as session:
+            first = session.scalars(select(Account).order_by(Account.id)).all()
+            again = session.scalars(select(Account).order_by(Account.id)).all()   # identity-map hits
+            assert again == first and len(seen) == 2 and seen[0] < seen[1]
+            assert {inspect(obj).runid for obj in first} == {seen[0]}               # kept: not repopulated
+            session.scalars(select(Account).execution_options(populate_existing=True)).all()
+            assert {inspect(obj).runid for obj in first} == {seen[2]}               # repopulated whole
+            session.expire(first[0], ["balance"])
+            first[0].balance                                                        # a partial refresh
+            assert inspect(first[0]).runid == seen[3]
+    finally:
+        loading.instances = original
+
+
+def test_load_options_refresh_state_and_compile_options_only_load_props(engine):
+    """reads.py tells a refresh of some columns (``_only_load_props``) of one object
+    (``load_options._refresh_state``) from a read of the whole row."""
+    from sqlalchemy import inspect
+    from sqlalchemy.orm import loading
+    seen = []
+    original = loading.instances
+
+    def spy(cursor, context):
+        seen.append((context.load_options._refresh_state, context.compile_state.compile_options._only_load_props))
+        return original(cursor, context)
+    loading.instances = spy
+    try:
+        with Session(engine) as session:
+            acct = session.get(Account, 1)
+            session.expire(acct, ["balance"])
+            acct.balance
+            session.refresh(acct)
+    finally:
+        loading.instances = original
+    state = inspect(acct)
+    assert seen[0] == (None, None)
+    assert seen[1][0] is state and set(seen[1][1]) == {"balance"}
+    assert seen[2][0] is state and not seen[2][1]
+
+
+def test_chunked_results_make_objects_per_chunk_and_prebuffered_ones_can_be_read_again(engine):
+    """reads.py notes a statement when its first chunk of rows is made into objects
+    (``ChunkedIteratorResult.chunks`` / ``.iterator``); with ``prebuffer_rows`` (the asyncio
+    extension) they are made inside ``instances()`` and ``chunks(None)`` reads the list again."""
+    from sqlalchemy.engine.result import ChunkedIteratorResult
+    from sqlalchemy.orm import loading
+    results = []
+    original = loading.instances
+
+    def spy(cursor, context):
+        result = original(cursor, context)
+        prebuffered = context.execution_options.get("prebuffer_rows", False)
+        results.append((prebuffered, result, list(result.chunks(None)) if prebuffered else None))
+        return result
+    loading.instances = spy
+    try:
+        with Session(engine) as session:
+            session.scalars(select(Account)).all()
+            session.execute(select(Account), execution_options={"prebuffer_rows": True}).all()
+    finally:
+        loading.instances = original
+    (lazy, first, _), (prebuffered, second, chunks) = results
+    assert not lazy and prebuffered
+    assert isinstance(first, ChunkedIteratorResult) and callable(first.chunks) and hasattr(first, "iterator")
+    assert chunks and chunks[0] and isinstance(chunks[0][0], Account)
+
+
+def test_objects_leave_a_session_through_detach_states(engine):
+    """reads.py wraps ``InstanceState._detach_states`` (a classmethod), which ``close()``,
+    ``expunge()`` and ``expunge_all()`` call with the states leaving."""
+    from sqlalchemy import inspect
+    from sqlalchemy.orm.state import InstanceState
+    from txnsafety.sqlalchemy import reads
+    assert isinstance(reads._original_detach, classmethod)
+    calls = []
+    original = InstanceState.__dict__["_detach_states"]
+
+    def spy(cls, states, session, to_transient=False):
+        calls.append(list(states))
+        return original.__func__(cls, calls[-1], session, to_transient)
+    InstanceState._detach_states = classmethod(spy)
+    try:
+        session = Session(engine)
+        one = session.get(Account, 1)
+        session.expunge(one)
+        again = session.get(Account, 1)
+        session.close()
+    finally:
+        InstanceState._detach_states = original
+    assert one is not again and calls == [[inspect(one)], [inspect(again)]]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from django.apps import AppConfig, apps
+from django.apps import AppConfig
 from django.core.signals import setting_changed
 
 from .checks import check_middleware  # noqa: F401  (its old home)
@@ -55,7 +55,6 @@ def activate() -> None:
     hops.install()  # sites of the async ORM point at the awaiting view, not into asgiref
     if _activated:
         return
-    hooks.wrap_overridden_from_db(apps.get_models(include_auto_created=True))
     register_refetcher(is_model, refetch, arefetch)
     _activated = True
 

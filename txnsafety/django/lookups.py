@@ -23,7 +23,8 @@ from django.db.models import Model, QuerySet
 from django.db.models.expressions import Col
 from django.db.models.lookups import Exact
 
-from .. import check_then_act, context
+from .. import check_then_act
+from ..context import current_state
 from ..checker import model_name, write_policy
 from ..config import settings
 from ..report import StompingError
@@ -31,7 +32,6 @@ from . import transactions as txns
 
 log = logging.getLogger("txnsafety")
 
-_get_state = context._state.get
 _originals: dict[str, Any] = {}
 
 
@@ -61,7 +61,7 @@ def _check(queryset: QuerySet, kind: str) -> None:
     """The queryset was a check: remember it (never raises into the query)."""
     if not settings.enabled:
         return
-    scope = _get_state()[0]
+    scope = current_state()[0]
     if scope is None:
         return
     try:
@@ -83,7 +83,7 @@ def _does_not_exist(self: Exception, *args: Any, **kwargs: Any) -> None:
     instead of ``get()`` costs nothing when ``get()`` finds its row (nearly always); the
     queryset is ``get()``'s own local ``clone`` (private; pinned by test_private_api.py)."""
     Exception.__init__(self, *args, **kwargs)
-    if settings.enabled and _get_state()[0] is not None:
+    if settings.enabled and current_state()[0] is not None:
         frame = sys._getframe(1)
         if frame.f_code is _GET_CODE:
             clone = frame.f_locals.get("clone")

@@ -12,13 +12,10 @@ extension.  What happens then:
   subtransactions of a flush share the root.  A root that runs on an
   ``AUTOCOMMIT`` connection is **no transaction** (``None``): its reads and
   writes are outside any transaction (TXN101/TXN102, TXN108 for FOR UPDATE).
-* **Reads.**  ``InstanceEvents.load`` (first load of a row) and ``refresh``
-  (expired attributes, ``populate_existing``, ``Session.refresh``; only a refresh
-  of every column re-stamps the object, a partial one leaves older values in it)
-  leave the read on the row's ``InstanceState``: one tuple per statement (its tick,
-  the root's transaction, the leases held, whether it was ``FOR UPDATE``), shared
-  by its rows.  The checker takes it into the request's stamps when it is asked
-  about the object (a write, ``read_stamp``): most loaded rows are never written.
+* **Reads.**  One per statement, found through the object's ``InstanceState.runid``
+  (see :mod:`.reads`): no per-row listener.  The checker takes an object's read into
+  the request's stamps when it is asked about the object (a write, ``read_stamp``):
+  most loaded rows are never written.
 * **Identity-map trap.**  A ``FOR UPDATE`` re-read (``with_for_update()``,
   ``Session.get(..., with_for_update=True)``) of an object already in the Session
   locks the row but does not refresh the object.  The FOR UPDATE statements of a
@@ -49,36 +46,29 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
-from sqlalchemy.orm.base import DEFAULT_STATE_ATTR, NEVER_SET, NO_VALUE
-from sqlalchemy.sql.elements import ClauseElement
 
-from .. import check_then_act, checker, context, policies
+from .. import check_then_act, checker
 from ..config import settings
-from ..context import Transaction, current_scope, new_transaction
-from ..policies import Policy, policy_of
+from ..context import Transaction, current_scope, current_state, new_transaction
+from ..policies import Policy
 from ..report import StompingError
-from ..sites import sites_wanted, user_site, wants_site
-from ..values import NOT_LOADED, looks_derived
+from . import reads
+from .changes import changed_columns, from_read
+from .classes import classes as _classes, info as _info
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
+from .reads import INFO_KEY, LOCK_PROBE as _LOCK_PROBE, newer_read, on_pickle, on_refresh, on_unpickle, read_of
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
 
-#: Bound once (see txnsafety.checker): the per-row and per-write look-ups.
-_get_state = context._state.get     # (scope, transactions, leases) of this context
-_cached_policy = policies._cache.get  # model -> Policy | None, once policy_of() has seen it
 
-#: Key of our per-Session state in ``Session.info``.
-INFO_KEY = "txnsafety"
 _MARK = "_txnsafety_instrumented"
 _CONN_KEY = "_txnsafety_session_state"
-#: On the InstanceState: the last read (see _read_for), kept across requests.
-_READ_ATTR = "_txnsafety_read"
 
 
 class SessionState:
     """What the checker tracks for one Session (kept in ``session.info``)."""
 
-    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "__weakref__")
+    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "__weakref__")
 
     def __init__(self) -> None:
         #: The root SessionTransaction this state describes, until it ends.
@@ -88,6 +78,9 @@ class SessionState:
         self.ignores_for_update = False
         #: (tick, entity classes) of each FOR UPDATE statement of this root transaction.
         self.locks: list[tuple[int, tuple[type, ...]]] = []
+        #: runid -> the read of that statement (see reads.py), for the Session's lifetime:
+        #: its objects keep their runid across transactions (and requests, if it lives on).
+        self.reads: dict[int, tuple[Any, ...]] = {}
 
     def start(self, root: Any) -> None:
         self.root, self.txn, self.autocommit, self.ignores_for_update = root, None, False, False
@@ -108,42 +101,6 @@ class SessionState:
                                        database=verdict.database, label="sqlalchemy")
         elif self.txn.prevents_lost_update and not verdict.prevents_lost_update:
             self.txn = dataclasses.replace(self.txn, isolation=verdict.isolation, prevents_lost_update=False)
-
-
-# -- per-class facts, computed once ------------------------------------------------
-
-class _ClassInfo:
-    __slots__ = ("versioned", "columns", "loaded_columns", "equality", "relations", "tables")
-
-    def __init__(self, cls: type) -> None:
-        from sqlalchemy import inspect
-        mapper = inspect(cls)
-        self.versioned = mapper.version_id_col is not None
-        self.columns = tuple(prop.key for prop in mapper.column_attrs)
-        self.loaded_columns = frozenset(prop.key for prop in mapper.column_attrs if not prop.deferred)
-        #: column key -> the attribute's own equality: what the flush compares a set value
-        #: with the loaded one by (``AttributeImpl.is_equal``, private; pinned by test).
-        self.equality = {key: mapper.class_manager[key].impl.is_equal for key in self.columns}
-        #: foreign-key columns: assigning one points at another row, it is not arithmetic
-        self.relations = frozenset(prop.key for prop in mapper.column_attrs
-                                   if any(column.foreign_keys for column in prop.columns))
-        #: the tables of the class (a FOR UPDATE OF names tables)
-        self.tables = frozenset(mapper.tables)
-
-
-_classes: dict[type, _ClassInfo] = {}
-
-
-def _info(cls: type) -> _ClassInfo:
-    info = _classes.get(cls)
-    if info is None:
-        info = _classes[cls] = _ClassInfo(cls)
-    return info
-
-
-def _forget_classes() -> None:
-    """Drop cached class facts (policies declared after first use; tests)."""
-    _classes.clear()
 
 
 def _key(state: Any) -> Any:
@@ -238,15 +195,13 @@ def _note_lock(conn: Any, clauseelement: Any) -> None:
         check_then_act.note_row_lock(scope, state.txn)  # a check after it is serialized (TXN105)
 
 
-#: Stands for "rows of this model" when reporting a FOR UPDATE statement itself.
-_LOCK_PROBE = object()
 
 
 def _earlier_read(obj: Any, cls: type, state: Any) -> None:
     """The object is written in this request but was read in an earlier one (or before
     this request's scope): for this request that read happened outside any of its
     transactions or locks (Khan's cached entity, TXN101 / TXN102)."""
-    earlier = _read_on(state)
+    earlier = read_of(state)
     if earlier is None:
         return  # never loaded under a checker scope: created here, or unknown provenance
     checker.record_read(obj, model=cls, key=_key(state), transaction=None)
@@ -280,233 +235,7 @@ def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
             return
 
 
-# -- Mapper / instance events (installed once, for every mapper) ----------------------
-
-def _on_load(state: Any, context: Any) -> None:
-    """``InstanceEvents.load`` (raw: ``state`` is the InstanceState).
-
-    Runs for every row of every ORM query, so a row costs one look-up and one
-    attribute: the read its statement made on its first row (:func:`_begin_statement`,
-    kept in the statement's own ``QueryContext.attributes``) is left on the row's
-    ``InstanceState``, and taken into the request's stamps only when the checker
-    asks about the object (a write, ``read_stamp``; see :class:`InstanceReads`).
-    Most loaded rows are never written.  The rare case (a FOR UPDATE read outside
-    any transaction: TXN108) goes through ``record_read``, which reports it.  Never
-    raises into the query (but a violation in raise mode).
-    """
-    if context is None:
-        return  # Session.merge() loads with no query context
-    try:
-        reads = context.attributes.get(_READS_KEY)  # private (QueryContext); pinned by test
-        cls = state.class_
-        if reads is None:
-            read = _begin_statement(context, cls)
-        elif reads is _UNCHECKED:
-            return  # a Session not instrumented, outside a request, or the checker is off
-        elif reads is _FAILED:
-            vars(state).pop(_READ_ATTR, None)  # re-read now, but not known how: no older read stays
-            return
-        elif reads[0] is cls:
-            read = reads[1]
-        else:
-            read = _read_of_class(reads, cls)
-        if read is None:
-            return  # a class without a policy
-        if read is _LOCKED_OUTSIDE:
-            _locked_outside_transaction(state, cls)
-            return
-        # An attribute of our own, not ``state.info``: that memoized dict costs a Python call and
-        # a new dict per row (InstanceState keeps a ``__dict__`` slot; pinned by a test).
-        state._txnsafety_read = read
-    except StompingError:
-        raise
-    except Exception:
-        vars(state).pop(_READ_ATTR, None)
-        checker.log.exception("txnsafety: internal error while stamping a SQLAlchemy read (the request goes on)")
-
-
-#: Key of a statement's reads in its ``QueryContext.attributes``: ``[first row's class,
-#: its read, {other class: read} or None, statement facts]``; ``_UNCHECKED`` (no request,
-#: a Session not instrumented); ``_FAILED`` (an internal error: its rows lose any older read,
-#: which a refresh just replaced, rather than keep one that is no longer true).
-_READS_KEY = ("txnsafety", "reads")
-_UNCHECKED: Any = ()
-_FAILED: Any = ("failed",)
-
-
-def _begin_statement(context: Any, cls: type) -> Any:
-    """The first row of a statement: what is true for all of its rows, kept with the
-    statement (its rows may be made into objects later, after other statements ran:
-    ``yield_per``, a result iterated afterwards; they were read by this one); returns
-    the read of the first row's class (see :func:`_read_for`).
-
-    One tick for the statement (its rows were read at once), the root transaction,
-    the leases held and whether it is FOR UPDATE.  Most statements load one class;
-    the read of any other is made on its first row (:func:`_read_of_class`).
-    """
-    attributes = context.attributes
-    attributes[_READS_KEY] = _FAILED  # until it is known
-    session = context.session
-    session_state = session.info.get(INFO_KEY) if session is not None else None
-    scope, _, leases = _get_state()
-    if session_state is None or scope is None or not settings.enabled:
-        attributes[_READS_KEY] = _UNCHECKED
-        return None
-    txn = session_state.txn
-    for_update_arg = getattr(context.query, "_for_update_arg", None)  # private; pinned by test
-    for_update = for_update_arg is not None
-    statement = (scope.token, next(scope._clock), txn, leases,
-                 for_update and not session_state.ignores_for_update,  # SQLite renders no FOR UPDATE
-                 for_update and txn is None,  # TXN108, whatever the policy
-                 None if for_update_arg is None else _locked_tables(for_update_arg))
-    read = _read_for(statement, cls)
-    attributes[_READS_KEY] = [cls, read, None, statement]
-    return read
-
-
-def _read_of_class(reads: list[Any], cls: type) -> Any:
-    """The read of a statement's second (third...) class: joined eager loads."""
-    others = reads[2]
-    if others is None:
-        others = reads[2] = {}
-    read = others.get(cls, _MISSING)
-    if read is _MISSING:
-        read = others[cls] = _read_for(reads[3], cls)
-    return read
-
-
-def _read_for(statement: tuple[Any, ...], cls: type) -> Any:
-    """The read tuple rows of ``cls`` get from ``statement`` (shared, immutable):
-    ``(request token, tick, transaction, leases, site, for_update)``, a :class:`ReadStamp`
-    without the entity and with the request's token first; None when ``cls`` is not
-    checked; ``_LOCKED_OUTSIDE`` for TXN108."""
-    token, tick, txn, leases, for_update, locked_outside, of = statement
-    if locked_outside:
-        return _LOCKED_OUTSIDE
-    policy = _cached_policy(cls, _MISSING)
-    if policy is _MISSING:
-        policy = policy_of(cls)
-    if policy is None and not settings.strict:
-        return None
-    if for_update and of is not None:
-        # FOR UPDATE OF ...: only the rows of the tables named are locked (a joined eager
-        # load of another class is read, not locked)
-        for_update = not of.isdisjoint((_classes.get(cls) or _info(cls)).tables)
-    site = user_site(2) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
-    return (token, tick, txn, leases, site, for_update)
-
-
-def _locked_tables(for_update_arg: Any) -> frozenset[Any] | None:
-    """The tables a ``FOR UPDATE OF`` names (None: no OF, every table of the FROM is locked)."""
-    of = getattr(for_update_arg, "of", None) if for_update_arg is not None else None
-    if not of:
-        return None
-    tables = set()
-    for element in of:
-        table = getattr(element, "table", None)  # a column: its table
-        tables.add(element if table is None else table)
-        for parent in getattr(element, "_cloned_set", ()) or ():  # an alias of a table
-            tables.add(parent)
-    return frozenset(tables)
-
-
-#: A statement's read of rows FOR UPDATE with no transaction (each row goes to record_read).
-_LOCKED_OUTSIDE: Any = object()
-
-
-def _locked_outside_transaction(state: Any, cls: type) -> None:
-    """A row read FOR UPDATE with no transaction to hold the lock: ``record_read``
-    reports TXN108 and stamps it (when the class is checked) like any read."""
-    obj = state.obj()
-    checker.record_read(obj, model=cls, key=_key(state), transaction=None, for_update=True)
-    made = checker.read_stamp(obj)
-    scope = current_scope()
-    if made is not None and scope is not None:
-        state._txnsafety_read = (scope.token, made.tick, made.transaction, made.leases, made.site, made.for_update)
-
-
-class InstanceReads:
-    """The reads :func:`_on_load` left on ``InstanceState`` objects, for the checker
-    (a :class:`txnsafety.checker.DeferredReads` source).
-
-    A read belongs to the request whose token it carries; a read of an earlier
-    request stays on the object too (its leases and site name the original read when
-    the object is written in a later request: see :func:`_earlier_read`).
-    """
-
-    def take(self, scope: Any, entity: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
-        state = getattr(entity, _STATE_ATTR, None)
-        return _newer_read(scope, entity, state, entry) if state is not None else None
-
-    def drop(self, scope: Any, entity: Any) -> None:
-        state = getattr(entity, _STATE_ATTR, None)
-        read = _read_on(state) if state is not None else None
-        if read is not None and read[0] is scope.token:
-            state._txnsafety_read = (None,) + read[1:]  # not this request's any more; kept for a later one
-
-
-def _newer_read(scope: Any, entity: Any, state: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
-    """The stamp tuple of the read left on ``state`` when it is ``scope``'s and newer than
-    ``entry`` (the entity's stamp so far), else None."""
-    read = _read_on(state)
-    if read is None or read[0] is not scope.token or (entry is not None and entry[1] >= read[1]):
-        return None
-    return (entity, read[1], read[2], read[3], read[4], read[5], False)
-
-
-def _read_on(state: Any) -> tuple[Any, ...] | None:
-    """The read left on ``state``, or None (also for anything that is not one: an object
-    that answers every attribute, such as a mock, is not an ORM object)."""
-    read = getattr(state, _READ_ATTR, None)
-    return read if type(read) is tuple and len(read) == 6 else None
-
-
-#: Where a mapped object keeps its InstanceState (private; pinned by test): a getattr,
-#: where ``sqlalchemy.inspect()`` would search the registry by type for every object asked about.
-_STATE_ATTR = DEFAULT_STATE_ATTR
-_instance_reads = InstanceReads()
-
-
-def _on_pickle(state: Any, state_dict: dict[str, Any]) -> None:
-    """``InstanceEvents.pickle``: carry the read's mark into a pickled object.
-
-    A cache that pickles entities (dogpile.cache, Redis) is where Khan's cached
-    entity lives; ``InstanceState.__getstate__`` keeps ``info`` but not our own
-    attribute.  The leases are dropped: a lease is not the later request's, and
-    need not pickle; the site (plain strings and a number) is kept for the report.
-    """
-    read = _read_on(state)
-    if read is not None:
-        state_dict[_READ_ATTR] = _pickled_read(read[4])
-
-
-def _pickled_read(site: Any) -> tuple[Any, ...]:
-    """What a read becomes in a pickle: no request, tick, transaction or lease; its site."""
-    return _PICKLED_READ if site is None else (None, 0, None, (), site, False)
-
-
-_PICKLED_READ: tuple[Any, ...] = (None, 0, None, (), None, False)
-
-
-def _on_unpickle(state: Any, state_dict: dict[str, Any]) -> None:
-    """``InstanceEvents.unpickle``: restore the mark :func:`_on_pickle` carried."""
-    read = state_dict.get(_READ_ATTR)
-    if type(read) is tuple and len(read) == 2:  # pickled by txnsafety 0.x before deferred reads: (leases, site)
-        read = _pickled_read(read[1])
-    if type(read) is tuple and len(read) == 6:
-        setattr(state, _READ_ATTR, read)
-
-
-_MISSING: Any = object()
-
-
-def _on_refresh(state: Any, context: Any, attrs: Any) -> None:
-    if attrs is not None:
-        info = _classes.get(state.class_) or _info(state.class_)
-        if not info.loaded_columns <= attrs:
-            return  # a partial refresh: the other columns still hold the older read
-    _on_load(state, context)
-
+# -- Mapper events (installed once, for every mapper) ----------------------------------
 
 def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE.
@@ -523,7 +252,7 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
 
 
 def _judge_update(state: Any) -> None:
-    scope = _get_state()[0]
+    scope = current_state()[0]
     if scope is None or not settings.enabled:
         return
     committed = state.committed_state  # private (pinned): the attributes set since the load
@@ -540,80 +269,28 @@ def _judge_update(state: Any) -> None:
     obj = state.obj()
     me = id(obj)
     entry = scope.stamps.get(me)
-    newer = _newer_read(scope, obj, state, entry)  # the read _on_load left on the state, taken in
+    newer = newer_read(scope, obj, state, entry)  # the read of its statement (reads.py), taken in
     if newer is not None:
         entry = scope.stamps[me] = newer
     info = _classes.get(cls) or _info(cls)
-    changed, atomic = _changed_columns(state.dict, committed, info.equality)
+    changed, atomic = changed_columns(state.dict, committed, info.equality)
     if not changed and not atomic:
         return
     if entry is None:
         _earlier_read(obj, cls, state)
     sent = changed + atomic if atomic else changed  # for the report only
-    derived = _from_read(state.dict, committed, changed, info.relations)
+    derived = from_read(state.dict, committed, changed, info.relations)
     if not derived:
         # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
         # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once
         # row, TXN110, is one whoever computes the value); still remembered
-        checker.write(scope, obj, cls, policy, _key(state), frozenset(sent), False,
-                      session_state.txn, True, None, _WRITE_DEPTH)
+        checker.write(scope, obj, model=cls, policy=policy, key=_key(state), written=frozenset(sent),
+                      transaction=session_state.txn, versioned=True, depth=_WRITE_DEPTH)
         return
     if session_state.locks and not info.versioned:
         _stale_lock(obj, cls, session_state)
-    checker.write(scope, obj, cls, policy, _key(state), frozenset(derived), False,
-                  session_state.txn, info.versioned, None, _WRITE_DEPTH, sent=sent)
-
-
-def _from_read(values: dict[str, Any], committed: dict[str, Any], changed: list[str],
-               relations: frozenset[str]) -> list[str]:
-    """The changed columns whose new value may be computed from the loaded one
-    (``committed`` holds what was loaded; ``NO_VALUE`` when the column never was)."""
-    derived = []
-    for key in changed:
-        value, loaded = values.get(key), committed.get(key, NO_VALUE)
-        if type(value) in _NUMBERS and type(loaded) in _NUMBERS and key not in relations:
-            derived.append(key)  # the common case, arithmetic on a number: no call
-        elif looks_derived(value, _loaded(loaded), relation=key in relations):
-            derived.append(key)
-    return derived
-
-
-_NUMBERS = frozenset({int, float})
-
-
-def _loaded(value: Any) -> Any:
-    return NOT_LOADED if value is NO_VALUE or value is NEVER_SET else value
-
-
-def _changed_columns(values: dict[str, Any], committed: dict[str, Any],
-                     equality: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """The columns the coming UPDATE sends: (set to a value, set to a SQL expression).
-
-    The flush's own test (``persistence._collect_update_commands``): a column set
-    since the load is sent unless the attribute's equality says it is back to the
-    loaded value; an expression (``Model.n + 1``) is computed by the database.
-    Only the attributes set since the load are looked at (``committed`` holds
-    their loaded values), usually one or two; relationships are not columns.
-    """
-    changed: list[str] = []
-    atomic: list[str] = []
-    for key, loaded in committed.items():
-        is_equal = equality.get(key)
-        if is_equal is None:
-            continue  # a relationship or another non-column attribute
-        value = values.get(key, _MISSING)
-        if type(value) in _PLAIN_VALUES:
-            if is_equal(value, loaded) is not True:
-                changed.append(key)
-        elif hasattr(value, "__clause_element__") or isinstance(value, ClauseElement):
-            atomic.append(key)
-        elif value is _MISSING or is_equal(value, loaded) is not True:
-            changed.append(key)
-    return changed, atomic
-
-
-#: Value types that are never SQL expressions: no need to ask (most columns hold one).
-_PLAIN_VALUES = frozenset({int, str, float, bool, bytes, type(None)})
+    checker.write(scope, obj, model=cls, policy=policy, key=_key(state), written=frozenset(derived),
+                  transaction=session_state.txn, versioned=info.versioned, depth=_WRITE_DEPTH, sent=sent)
 
 
 #: Frames between the flush's caller and :func:`txnsafety.checker.write`; the sites are
@@ -623,15 +300,15 @@ _WRITE_DEPTH = 3
 
 @checker.guarded
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
-    scope = _get_state()[0]
+    scope = current_state()[0]
     checked = _checked_write(scope, state)
     if checked is not None:
         session_state, cls, policy = checked
         if scope.lookups:  # an insert after a check of this request? (TXN105)
             for hook in _INSERT_HOOKS:
                 hook(scope, state, cls, session_state.txn, _key(state))
-        checker.write(scope, state.obj(), cls, policy, _key(state), None, True, session_state.txn, False,
-                      None, _WRITE_DEPTH)
+        checker.write(scope, state.obj(), model=cls, policy=policy, key=_key(state), written=None,
+                      transaction=session_state.txn, created=True, depth=_WRITE_DEPTH)
 
 
 def _checked_write(scope: Any, state: Any) -> tuple[SessionState, type, Policy] | None:
@@ -656,12 +333,11 @@ _SESSION_EVENTS = (
 #: it SQLAlchemy wraps the listener in a Python function that returns EXT_CONTINUE, one
 #: more call per flushed object; the return value of these events is ignored anyway.
 _MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
-    ("load", _on_load, {"raw": True}),
-    ("refresh", _on_refresh, {"raw": True}),
     ("before_update", _before_update, {"raw": True, "retval": True}),
     ("after_insert", _after_insert, {"raw": True, "retval": True}),
-    ("pickle", _on_pickle, {"raw": True}),
-    ("unpickle", _on_unpickle, {"raw": True}),
+    ("refresh", on_refresh, {"raw": True}),  # refreshed objects only: no cost on first loads
+    ("pickle", on_pickle, {"raw": True}),
+    ("unpickle", on_unpickle, {"raw": True}),
 )
 _install_lock = threading.Lock()
 _installed = False
@@ -679,7 +355,7 @@ def _install_mapper_events() -> None:
             return
         for name, fn, kw in _MAPPER_EVENTS:
             event.listen(Mapper, name, fn, **kw)
-        checker.add_deferred_reads(_instance_reads)
+        reads.install()
         for install, _ in _PATCHES:
             install()
         _installed = True
@@ -693,7 +369,7 @@ def _uninstall_mapper_events() -> None:
             return
         for name, fn, _kw in _MAPPER_EVENTS:
             event.remove(Mapper, name, fn)
-        checker.remove_deferred_reads(_instance_reads)
+        reads.uninstall()
         for _, uninstall in _PATCHES:
             uninstall()
         _installed = False

@@ -23,13 +23,13 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter, BooleanClau
 from sqlalchemy.sql.schema import Column, Table, UniqueConstraint
 from sqlalchemy.sql.selectable import Exists
 
-from .. import check_then_act, checker, context
+from .. import check_then_act, checker
+from ..context import current_state
 from ..config import settings
 from ..report import StompingError
 from ..sites import user_site
 from . import events
 
-_get_state = context._state.get
 _original = sa_result.ResultInternal._only_one_row
 _own = "_only_one_row" in sa_result.ResultInternal.__dict__  # SQLAlchemy 2.1 inherits it (compiled)
 _Row = sa_result.Row
@@ -40,7 +40,7 @@ def _only_one_row(self: Any, raise_for_second_row: bool, raise_for_none: bool, s
     a type test when a row is found, so the parameters are spelled out (no ``**kwargs``)."""
     row = _original(self, raise_for_second_row, raise_for_none, scalar)
     if (row is None or row is False or type(row) is int or (type(row) is _Row and len(row) == 1)) \
-            and settings.enabled and _get_state()[0] is not None:
+            and settings.enabled and current_state()[0] is not None:
         try:
             _check(self, row)
         except StompingError:
@@ -83,7 +83,7 @@ def _check(result: Any, row: Any) -> None:
         return
     keys = _keys(model, where)
     if keys:
-        scope = _get_state()[0]
+        scope = current_state()[0]
         check_then_act.note_lookup(scope, model, keys, kind, state.txn)
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from .. import checker
 from ..config import settings
 from ..context import current_scope
-from . import events
+from . import events, reads
 
 _original_merge = Session._merge
 
@@ -35,14 +35,14 @@ def _merge(self: Session, state: Any, state_dict: Any, **kwargs: Any) -> Any:
 
 def carry_read(copy_state: Any, merged: Any) -> None:
     """Give ``merged`` the read of the object whose state is ``copy_state``."""
-    read = events._read_on(copy_state)
+    read = reads.read_of(copy_state)
     if read is None or merged is None:
         return
-    merged_state = getattr(merged, events._STATE_ATTR, None)
+    merged_state = getattr(merged, reads.STATE_ATTR, None)
     if merged_state is None or merged_state is copy_state:
         return
     checker.forget(merged)  # whatever it held before, it now holds the copy's values
-    merged_state._txnsafety_read = read
+    reads.leave_read(merged_state, read)
 
 
 def _install() -> None:

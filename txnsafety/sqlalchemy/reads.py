@@ -1,0 +1,378 @@
+"""SQLAlchemy reads: one per statement, found through the object's ``InstanceState.runid``.
+
+SQLAlchemy gives every ORM statement a number (``QueryContext.runid``, from one
+process-wide counter, set in ``loading.instances``) and writes it on each
+``InstanceState`` it populates whole: a new object, ``populate_existing``, a
+refresh (``loading._populate_full``).  An identity-map hit that keeps the object's
+values keeps its older number, which is the read that counts.  So the checker
+needs no per-row hook (an empty ``load`` listener alone cost +5 to +7 % on a
+200-row list, SQLAlchemy's own per-row event dispatch):
+
+* per statement (the wrapped ``loading.instances``): the read it makes — request
+  token, tick, root transaction, leases, FOR UPDATE (and OF which tables), site —
+  is noted in the Session's :class:`SessionState` under the statement's ``runid``;
+* when the checker asks about an object (a write, ``read_stamp``): its read is the
+  one noted under its state's ``runid`` (:func:`read_of`);
+* a partial refresh (expired attributes, ``Session.refresh(obj, ["a"])``) moves the
+  ``runid`` too, but leaves the other columns as old as before: its number is noted
+  with the object's read from before the refresh;
+* when objects leave their Session (``close()``, ``expunge()``: the wrapped
+  ``InstanceState._detach_states``) their reads are left on the states themselves
+  (``_txnsafety_read``, with the ``runid`` they belong to): a copy kept after the
+  request (a cache, a module global; pickled, see :func:`on_pickle`) still says
+  when, and under what, it was read.
+
+Private SQLAlchemy names used here are pinned by ``tests/sqlalchemy/test_private_api.py``.
+"""
+from __future__ import annotations
+
+import logging
+from functools import partial
+from itertools import chain
+from typing import Any
+
+from sqlalchemy.orm import loading
+from sqlalchemy.orm.base import DEFAULT_STATE_ATTR
+from sqlalchemy.orm.state import InstanceState
+
+from .. import checker
+from ..config import settings
+from ..context import current_state
+from ..policies import cached_policy, policy_of
+from ..report import StompingError
+from ..sites import sites_wanted, user_site, wants_site
+from .classes import classes, info
+
+log = logging.getLogger("txnsafety")
+
+#: Key of the checker's per-Session state in ``Session.info``.
+INFO_KEY = "txnsafety"
+#: On an InstanceState: a read left on the object itself (see the module docstring) ...
+READ_ATTR = "_txnsafety_read"
+#: ... and the ``runid`` the state had then: the read counts while the state keeps it.
+RUNID_ATTR = "_txnsafety_runid"
+#: Where a mapped object keeps its InstanceState (private; pinned by test): a getattr,
+#: where ``sqlalchemy.inspect()`` would search the registry by type for every object asked about.
+STATE_ATTR = DEFAULT_STATE_ATTR
+
+_MISSING: Any = object()
+#: A statement the checker failed to note: its rows have no read (rather than an older one).
+_FAILED: tuple[Any, ...] = ("failed",)
+#: Stands for "rows of this model" when reporting a FOR UPDATE statement itself.
+LOCK_PROBE = object()
+
+
+# -- per statement ---------------------------------------------------------------------------------
+
+def _instances(cursor: Any, context: Any) -> Any:
+    """``loading.instances``: run the statement; note the read it makes under its ``runid``
+    when its first rows are made into objects (not when it is sent: a result iterated after
+    the commit was read outside the transaction)."""
+    if not settings.enabled:
+        return _original_instances(cursor, context)
+    session = context.session
+    session_state = session.info.get(INFO_KEY) if session is not None else None
+    if session_state is None or current_state()[0] is None:
+        return _original_instances(cursor, context)  # a Session not instrumented, or no request
+    refreshed = None
+    refresh_state = context.load_options._refresh_state  # private; pinned by test
+    if refresh_state is not None:
+        try:  # before the refresh gives the state a new runid
+            refreshed = (refresh_state, read_of(refresh_state))
+        except Exception:
+            log.exception("txnsafety: internal error while reading a refreshed object's read")
+    result = _original_instances(cursor, context)
+    if context.execution_options.get("prebuffer_rows", False):
+        if _note(session_state, context, refreshed):  # the objects are made already: a list, read again
+            for rows in result.chunks(None):
+                _report_rows_locked_outside(rows, context.runid)
+    else:  # objects are made per chunk of rows (ChunkedIteratorResult.chunks, private; pinned by test)
+        result.chunks = partial(_noted_chunks, result.chunks, session_state, context, refreshed, [True])
+        result.iterator = chain.from_iterable(result.chunks(None))
+    return result
+
+
+def _noted_chunks(chunks: Any, session_state: Any, context: Any, refreshed: Any, pending: list[Any],
+                  size: Any) -> Any:
+    if pending[0]:  # the first rows are about to be made (a refresh event may ask for the read)
+        pending[0] = False
+        pending.append(_note(session_state, context, refreshed))
+    for rows in chunks(size):
+        if pending[-1] is True:
+            _report_rows_locked_outside(rows, context.runid)
+        yield rows
+
+
+def _note(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -> bool:
+    """Note the statement's read; True when it read rows FOR UPDATE with no transaction (TXN108)."""
+    try:
+        return _note_statement(session_state, context, refreshed)
+    except StompingError:
+        raise
+    except Exception:
+        session_state.reads[context.runid] = _FAILED
+        log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
+        return False
+
+
+_original_instances = loading.instances
+
+
+def _session_state(context: Any) -> Any:
+    session = context.session
+    return session.info.get(INFO_KEY) if session is not None else None
+
+
+def _note_statement(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -> bool:
+    scope, _, leases = current_state()
+    if scope is None:
+        return False
+    runid = context.runid  # private; pinned by test
+    noted = session_state.reads.get(runid)
+    if noted is not None:  # by a refresh event of its rows already (see on_refresh)
+        return len(noted) == 8 and bool(noted[5])
+    if refreshed is not None:
+        state, before = refreshed
+        only = context.compile_state.compile_options._only_load_props  # private; pinned by test
+        if only is not None and not (classes.get(state.class_) or info(state.class_)).loaded_columns <= set(only):
+            session_state.reads[runid] = before or ()  # partial: the other columns are as old as before
+            return False
+    statement = session_state.reads[runid] = statement_read(context, session_state, scope, leases)
+    return bool(statement[5])
+
+
+def statement_read(context: Any, session_state: Any, scope: Any, leases: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What is true of every row of the statement: ``(request token, tick, transaction, leases,
+    FOR UPDATE, FOR UPDATE with no transaction (TXN108), the tables FOR UPDATE OF names,
+    site)``."""
+    txn = session_state.txn
+    for_update_arg = getattr(context.query, "_for_update_arg", None)  # private; pinned by test
+    for_update = for_update_arg is not None
+    locked_outside = for_update and txn is None
+    entities = _entity_classes(context) if sites_wanted or settings.read_sites == "always" else None
+    site = user_site(3) if entities and any(wants_site(cls) for cls in entities) else None
+    return (scope.token, next(scope._clock), txn, leases,
+            for_update and not session_state.ignores_for_update,  # SQLite renders no FOR UPDATE
+            locked_outside, None if for_update_arg is None else _locked_tables(for_update_arg), site)
+
+
+def _report_rows_locked_outside(rows: list[Any], runid: int) -> None:
+    """TXN108 for each object the statement loaded FOR UPDATE with no transaction (``record_read``
+    reports it whatever the model's policy); an identity-map hit it did not load is not."""
+    for row in rows:
+        for obj in row if type(row) is tuple else (row,):
+            state = getattr(obj, STATE_ATTR, None)
+            if state is not None and getattr(state, "runid", None) == runid and state.key is not None:
+                ident = state.key[1]
+                checker.record_read(obj, model=state.class_, key=ident[0] if len(ident) == 1 else tuple(ident),
+                                    transaction=None, for_update=True)
+
+
+def _entity_classes(context: Any) -> tuple[type, ...]:
+    try:
+        return tuple(d["entity"] for d in context.query.column_descriptions if isinstance(d.get("entity"), type))
+    except Exception:  # a statement without ORM entities
+        return ()
+
+
+def _locked_tables(for_update_arg: Any) -> frozenset[Any] | None:
+    """The tables a ``FOR UPDATE OF`` names (None: no OF, every table of the FROM is locked)."""
+    of = getattr(for_update_arg, "of", None) if for_update_arg is not None else None
+    if not of:
+        return None
+    tables = set()
+    for element in of:
+        table = getattr(element, "table", None)  # a column: its table
+        tables.add(element if table is None else table)
+        for parent in getattr(element, "_cloned_set", ()) or ():  # an alias of a table
+            tables.add(parent)
+    return frozenset(tables)
+
+
+def read_for(statement: tuple[Any, ...], cls: type) -> tuple[Any, ...] | None:
+    """The read rows of ``cls`` got from ``statement``: ``(request token, tick, transaction,
+    leases, site, for_update)``, a :class:`~txnsafety.checker.ReadStamp` without the entity
+    and with the request's token first; None when ``cls`` is not checked."""
+    token, tick, txn, leases, for_update, locked_outside, of, site = statement
+    policy = cached_policy(cls, _MISSING)
+    if policy is _MISSING:
+        policy = policy_of(cls)
+    if policy is None and not settings.strict:
+        return None
+    if site is not None and not wants_site(cls):
+        site = None
+    if locked_outside:
+        return (token, tick, None, leases, site, True)
+    if for_update and of is not None:
+        # FOR UPDATE OF ...: only the rows of the tables named are locked (a joined eager
+        # load of another class is read, not locked)
+        for_update = not of.isdisjoint((classes.get(cls) or info(cls)).tables)
+    return (token, tick, txn, leases, site, for_update)
+
+
+# -- per object, when asked -------------------------------------------------------------------------
+
+def read_of(state: Any) -> tuple[Any, ...] | None:
+    """The read that counts for the object of ``state``, or None (never read under a scope).
+
+    The read left on the state, while the state keeps the ``runid`` it was left for;
+    else the read its Session noted under the state's ``runid``.
+    """
+    own = getattr(state, READ_ATTR, None)
+    if type(own) is not tuple or len(own) not in (6, 8):
+        own = None  # also anything that answers every attribute (a mock) is no ORM object
+    runid = getattr(state, "runid", None)
+    if own is not None and (runid is None or getattr(state, RUNID_ATTR, _MISSING) == runid):
+        return read_for(own, state.class_) if len(own) == 8 else own
+    if runid is None:
+        return own
+    session = state.session if isinstance(state, InstanceState) else None
+    session_state = session.info.get(INFO_KEY) if session is not None else None
+    entry = session_state.reads.get(runid) if session_state is not None else None
+    if entry is None:
+        return own  # loaded by a statement nobody noted (no scope, checker off): as before
+    if len(entry) == 8:
+        return read_for(entry, state.class_)
+    return entry if len(entry) == 6 else None
+
+
+def leave_read(state: Any, read: tuple[Any, ...] | None) -> None:
+    """Leave ``read`` on the state itself, for the values it holds now."""
+    setattr(state, READ_ATTR, read)
+    setattr(state, RUNID_ATTR, getattr(state, "runid", None))
+
+
+def newer_read(scope: Any, entity: Any, state: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """The stamp tuple of the object's read when it is ``scope``'s and newer than ``entry``
+    (the entity's stamp so far), else None."""
+    read = read_of(state)
+    if read is None or read[0] is not scope.token or (entry is not None and entry[1] >= read[1]):
+        return None
+    return (entity, read[1], read[2], read[3], read[4], read[5], False)
+
+
+class InstanceReads:
+    """The reads of mapped objects, for the checker (a :class:`txnsafety.checker.DeferredReads`
+    source).  A read belongs to the request whose token it carries; a read of an earlier
+    request stays too (its leases and site name the original read when the object is
+    written in a later request)."""
+
+    def take(self, scope: Any, entity: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        state = getattr(entity, STATE_ATTR, None)
+        return newer_read(scope, entity, state, entry) if state is not None else None
+
+    def drop(self, scope: Any, entity: Any) -> None:
+        state = getattr(entity, STATE_ATTR, None)
+        read = read_of(state) if state is not None else None
+        if read is not None and read[0] is scope.token:
+            leave_read(state, (None,) + read[1:])  # not this request's any more; kept for a later one
+
+
+instance_reads = InstanceReads()
+
+
+# -- objects leaving their Session, and pickles ----------------------------------------------------
+
+def _detach_states(cls: Any, states: Any, session: Any, to_transient: bool = False) -> Any:
+    """``InstanceState._detach_states``: leave each object's read on it before it goes."""
+    session_state = session.info.get(INFO_KEY) if session is not None else None
+    if session_state is not None and session_state.reads:
+        states = states if isinstance(states, list) else list(states)
+        try:
+            _keep_reads(states, session_state.reads)
+        except Exception:
+            log.exception("txnsafety: internal error while keeping the reads of detached objects")
+    return _original_detach.__func__(cls, states, session, to_transient)
+
+
+_original_detach = InstanceState.__dict__["_detach_states"]
+
+
+def _keep_reads(states: list[Any], reads: dict[int, tuple[Any, ...]]) -> None:
+    """Runs for every object a Session lets go of (``close()``): written flat, through the
+    state's own ``__dict__`` (InstanceState keeps one for its memoized properties), and the
+    statement's read is left as it was noted (:func:`read_of` resolves it for the class)."""
+    get = reads.get
+    for state in states:
+        runid = state.runid
+        entry = get(runid)
+        if entry is None:
+            continue  # never noted (no request, another Session's object)
+        own = state.__dict__
+        if own.get(RUNID_ATTR, _MISSING) == runid:
+            continue  # a read left on it for these values already (merge, forget)
+        own[READ_ATTR] = entry if len(entry) in (6, 8) else None
+        own[RUNID_ATTR] = runid
+
+
+def on_refresh(state: Any, context: Any, attrs: Any) -> None:
+    """``InstanceEvents.refresh``: an object already in the Session got values from a statement.
+
+    Fires only for objects refreshed (never for first loads: no per-row cost on a plain
+    list).  Needed where SQLAlchemy keeps the object's ``runid``: a query that fills the
+    expired attributes of an object in the identity map (``_populate_partial``).  A refresh
+    of every column leaves the statement's read on the object; a partial one leaves the
+    older read, which the other columns still hold.
+    """
+    if context is None or not settings.enabled:
+        return
+    try:
+        if attrs is not None and not (classes.get(state.class_) or info(state.class_)).loaded_columns <= attrs:
+            return
+        session_state = _session_state(context)
+        if session_state is None:
+            return
+        entry = session_state.reads.get(context.runid)
+        if entry is None:
+            _note(session_state, context, None)  # rows made before the statement was noted (prebuffer_rows)
+            entry = session_state.reads.get(context.runid)
+        if entry is not None:
+            leave_read(state, entry)
+    except StompingError:
+        raise
+    except Exception:
+        log.exception("txnsafety: internal error while noting a SQLAlchemy refresh (the request goes on)")
+
+
+def on_pickle(state: Any, state_dict: dict[str, Any]) -> None:
+    """``InstanceEvents.pickle``: carry the read's mark into a pickled object.
+
+    A cache that pickles entities (dogpile.cache, Redis) is where Khan's cached
+    entity lives; ``InstanceState.__getstate__`` keeps ``info`` but not our own
+    attribute.  The leases are dropped: a lease is not the later request's, and
+    need not pickle; the site (plain strings and a number) is kept for the report.
+    """
+    read = read_of(state)
+    if read is not None:
+        state_dict[READ_ATTR] = _pickled_read(read[4])
+
+
+def _pickled_read(site: Any) -> tuple[Any, ...]:
+    """What a read becomes in a pickle: no request, tick, transaction or lease; its site."""
+    return _PICKLED_READ if site is None else (None, 0, None, (), site, False)
+
+
+_PICKLED_READ: tuple[Any, ...] = (None, 0, None, (), None, False)
+
+
+def on_unpickle(state: Any, state_dict: dict[str, Any]) -> None:
+    """``InstanceEvents.unpickle``: restore the mark :func:`on_pickle` carried."""
+    read = state_dict.get(READ_ATTR)
+    if type(read) is tuple and len(read) == 2:  # pickled by txnsafety 0.x before deferred reads: (leases, site)
+        read = _pickled_read(read[1])
+    if type(read) is tuple and len(read) == 6:
+        leave_read(state, read)
+
+
+# -- install ------------------------------------------------------------------------------------------
+
+def install() -> None:
+    loading.instances = _instances
+    InstanceState._detach_states = classmethod(_detach_states)  # type: ignore[assignment]
+    checker.add_deferred_reads(instance_reads)
+
+
+def uninstall() -> None:
+    loading.instances = _original_instances
+    InstanceState._detach_states = _original_detach  # type: ignore[assignment]
+    checker.remove_deferred_reads(instance_reads)

@@ -105,6 +105,10 @@ class Returned:
         self.policy = policy        # likewise, the model's txnsafety policy
 
 
+#: a selection that takes row locks: ``select_for_update()``, ``with_for_update()``, a
+#: project helper that adds them (``with_row_locks(query, skip_locked=True)``)
+_LOCKING = re.compile(r"for_update|skip_locked|nowait=|\b\w*_locks?\(|\block_\w*\(", re.I)
+
 #: a row picked by its position (what a prune deletes)
 _PICKED = frozenset({"first", "last", "earliest", "latest"})
 
@@ -727,6 +731,11 @@ class FunctionAnalyzer:
             lazy = terminal(value) not in ("count", "exists", "create", "update", "delete", "aggregate") \
                 if isinstance(value, cst.Call) else True
             base = self.querysets.get(root.value) if isinstance(root, cst.Name) else None
+            if base is None and isinstance(root, cst.Name) and root.value == "self" and len(names) >= 3 \
+                    and self.is_method:
+                # ``self.get_connection().filter(..)``: a method of the class hands out a manager
+                model = self.mod.self_reads.manager_model(self.qualname.split(".", 1)[0], names[1])
+                base = GetInfo(model, model, None, "django") if model else None
             if (self.manager_chain(names) or (base is not None and len(names) >= 2)) and lazy:
                 # ``qs = M.objects.filter(..)``, and ``qs = qs.select_for_update()`` (even on one
                 # branch: the rows are read FOR UPDATE where it matters)
@@ -1581,9 +1590,7 @@ class FunctionAnalyzer:
                 continue
             name = t.target.value
             if state:
-                text = code_of(value)
-                self.selections[name] = Selection(name, line, state, "select_for_update" in text
-                                                  or "with_for_update" in text)
+                self.selections[name] = Selection(name, line, state, bool(_LOCKING.search(code_of(value))))
             elif from_names:                 # ``ids = [t.id for t in rows]``
                 self.selections[name] = dataclasses.replace(from_names[0], name=name)
             else:

@@ -1,4 +1,7 @@
-"""Which of the row's own fields each method of a class reads, to a fixed point.
+"""What a class's methods say about ``self``: which fields each reads (to a fixed point),
+and which hand out a model's manager.
+
+Which of the row's own fields each method of a class reads, to a fixed point.
 
 ``self.expire = self.get_extended_until(plan)`` looks like a value from arguments, but
 ``get_extended_until`` computes from ``self.expire``: the new value derives from the old
@@ -14,11 +17,20 @@ from typing import Optional
 
 
 class SelfReads:
-    """Per class of one module: method name -> the fields of ``self`` it reads."""
+    """Per class of one module: method name -> the fields of ``self`` it reads; and the
+    methods that return a model's manager or queryset (``def get_connection(self): return
+    OrmQ.objects.using(db)``), so ``self.get_connection().filter(..)`` is that model's rows."""
 
     def __init__(self, tree: Optional[ast.AST]):
         self.tree = tree
         self._classes: dict[str, dict[str, frozenset]] = {}
+        self._managers: dict[str, dict[str, str]] = {}
+
+    def manager_model(self, cls: str, method: str) -> Optional[str]:
+        found = self._managers.get(cls)
+        if found is None:
+            found = self._managers[cls] = _managers(_class_node(self.tree, cls))
+        return found.get(method)
 
     def of_class(self, cls: str) -> dict[str, frozenset]:
         summary = self._classes.get(cls)
@@ -64,3 +76,26 @@ def _summarise(node: Optional[ast.ClassDef]) -> dict[str, frozenset]:
                     got |= loads[attr]
                     changed = True
     return {name: frozenset(a for a in got if a not in loads) for name, got in loads.items()}
+
+
+_MANAGER_ATTRS = ("objects", "_default_manager", "_base_manager")
+
+
+def _managers(node: Optional[ast.ClassDef]) -> dict[str, str]:
+    """Method -> model, for methods that return ``Model.objects...``."""
+    out: dict[str, str] = {}
+    for f in getattr(node, "body", []):
+        if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for ret in ast.walk(f):
+            if isinstance(ret, ast.Return) and ret.value is not None:
+                value = ret.value
+                while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+                    value = value.func.value
+                while isinstance(value, ast.Attribute) and value.attr not in _MANAGER_ATTRS:
+                    value = value.value
+                if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and \
+                        value.value.id[:1].isupper():
+                    out[f.name] = value.value.id
+                    break
+    return out

@@ -94,8 +94,12 @@ def at_revision(rev: str) -> Linter:
 
 
 def working_tree() -> Linter:
-    """The linter of this checkout, imported from it whatever is pip-installed."""
-    return Linter(label="working-tree", pythonpath=str(_packages(REPO, cache_dir() / "working-tree-packages")))
+    """The linter of this checkout, imported from it whatever is pip-installed.  Each
+    checkout links its own folder (two checkouts benchmarked at once must not re-point one
+    shared link under each other's runs)."""
+    checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:10]
+    return Linter(label="working-tree",
+                  pythonpath=str(_packages(REPO, cache_dir() / f"working-tree-packages-{checkout}")))
 
 
 def _packages(tree: Path, pkgs: Path) -> Path:

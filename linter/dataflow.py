@@ -26,6 +26,7 @@ from .syntax import (
     maybe_models, models_in, names_in,
     non_numeric, receiver_prefix, terminal, walk_nodes)
 from .module_facts import GetInfo, UNPROTECTED_POLICIES, MANAGER_BASES, protection_needed
+from .provenance import identity_only, relation_change, request_data
 from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
 from .rules.check_then_act import close as close_checks
 from .rules.check_then_act import message as check_then_act_message
@@ -188,6 +189,8 @@ class FunctionAnalyzer:
             if pname == "cls":
                 continue
             self.types[pname] = self.param_type(p, first=not self.param_order[:-1])
+            if request_data(p):
+                continue        # a form or serializer: the request's values, not a row read
             ent = self.self_entity(pname, line) or Entity(pname, line, (), "param", framework=None)
             self.params[pname] = ent
             self.entities[pname] = ent
@@ -740,10 +743,19 @@ class FunctionAnalyzer:
                         for side in (value.left, value.right)):
             # ``x.n = x.n + 1`` is a counter; ``x.s = x.s + "suffix"`` a derived string
             kind = "derived" if non_numeric(value.left) or non_numeric(value.right) else "counter"
-        elif ent in self.sources(value):
+        elif ent in self.sources(value) and not self.identity_value(value, ent):
             kind = "derived"
         own = (tgt.value.value, attr) in self.fields_read(value)
         ent.pending.append(Mutation(line, attr, kind, own=own))
+
+    def identity_value(self, value: cst.CSTNode, ent: Entity) -> bool:
+        """``f"deleted-{user.pk}"``: made from the row's primary key alone (and from
+        nothing a local took from the row), so the read decided nothing of it."""
+        names = names_in(value)
+        if any(ent in self.taint.get(n, ()) for n in names):
+            return False
+        return all(identity_only(value, n) for n in names
+                   if n in self.entities and self.entities[n] is ent)
 
     def fields_read(self, expr: cst.CSTNode) -> set:
         """The (entity name, field) pairs ``expr`` is made from, directly (``x.due``) or
@@ -928,7 +940,11 @@ class FunctionAnalyzer:
         # in-place mutation of a field: ``x.tags.append(t)``
         if term in MUTATING_METHODS and isinstance(recv, cst.Attribute) and \
                 isinstance(recv.value, cst.Name) and recv.value.value in self.entities:
-            self.entities[recv.value.value].pending.append(
+            ent = self.entities[recv.value.value]
+            if relation_change(self.mod.cfg.relations, ent.model, recv.attr.value, call,
+                               self.new_objects):
+                return          # rows of another table (a link, a child), not a column
+            ent.pending.append(
                 Mutation(self.line(call), recv.attr.value, "derived", own=True))
             return
         # calls to functions of this module (resolved after all functions are seen)
@@ -1030,7 +1046,9 @@ class FunctionAnalyzer:
         blind = all(m.kind == "blind" for m in relevant)     # a stale copy, nothing derived
         # ``save(update_fields=["image"])`` of a value made from *other* columns of the read
         # (a file name, a cart id): stale only if those columns change meanwhile
-        other_columns = kind == "fields" and all(m.kind == "derived" and not m.own for m in relevant)
+        # (a SQLAlchemy flush writes only the changed columns, as update_fields does)
+        other_columns = kind in ("fields", "flush") and \
+            all(m.kind == "derived" and not m.own for m in relevant)
         self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
                     and ent.source != "param", need=protection_needed(ent.policy),
                     confidence=Confidence.LOW if blind or other_columns else Confidence.HIGH)

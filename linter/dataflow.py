@@ -31,6 +31,7 @@ from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
 from .rules.check_then_act import close as close_checks
 from .rules.check_then_act import message as check_then_act_message
 from .rules.read_modify_write import compose, judge
+from .rules import lock_outside_transaction as txn108
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
     from .module_analysis import ModuleAnalyzer
@@ -133,6 +134,8 @@ class FunctionAnalyzer:
         self.deferred: list[tuple[Finding, str]] = []
         self.call_sites: list[CallSite] = []
         self.reported_write_lines: set[int] = set()
+        #: lines that write, insert or call a method of a row (what a lock protects)
+        self.write_lines: list[int] = []
         self.is_method = is_method
         self.returned: Optional[Returned] = None
 
@@ -590,11 +593,7 @@ class FunctionAnalyzer:
         if info.for_update:
             txn = self.in_txn()
             if txn is None and info.framework == "django" and not info.locked:
-                self.report(call, "TXN108", deferrable=True, message=(
-                    f"TXN108 lock outside transaction: select_for_update() evaluated at line {line} "
-                    f"outside any transaction, so the row lock ends with the statement (Django raises "
-                    f"TransactionManagementError in autocommit); wrap the read and the write in "
-                    f"transaction.atomic()"))
+                self.report(call, "TXN108", deferrable=True, message=txn108.message(line))
             self.row_locks.append((line, txn))
         elif info.locked:
             self.row_locks.append((line, None))
@@ -997,6 +996,8 @@ class FunctionAnalyzer:
                 key = a.keyword.value if a.keyword is not None else i
                 args.append((key, self.entities[a.value.value]))
         receiver = self.entities.get(recv_name) if recv_name not in (None, "self", "cls") else None
+        if receiver is not None and txn108.may_write(term):
+            self.write_lines.append(self.line(call))      # ``row.method()`` may write the row
         live = [e for e in set(self.entities.values()) if e.source not in ("param", "self")]
         site = CallSite(term, self.line(call), self.col(call), tuple(self.stack), args, live,
                         self, receiver, module_alias)
@@ -1006,6 +1007,7 @@ class FunctionAnalyzer:
     def write(self, ent: Entity, node: cst.CSTNode, kind: str, fields, verb: str,
               line: Optional[int] = None) -> None:
         w_line = line if line is not None else self.line(node)
+        self.write_lines.append(w_line)
         relevant = ent.relevant(kind, fields)
         if ent.source == "self":
             # a model method that sets fields from arguments or other fields writes what the
@@ -1257,6 +1259,7 @@ class FunctionAnalyzer:
     def act(self, node: cst.CSTNode, what: str, model: Optional[str] = None,
             kind: str = "create", entity: Optional[Entity] = None) -> None:
         """An insert, save or update: judged against the checks made before it (TXN105)."""
+        self.write_lines.append(self.line(node))
         if not self.checks:
             return
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
@@ -1350,10 +1353,7 @@ class FunctionAnalyzer:
             if info.for_update:
                 fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)
                 if self.in_txn() is None and info.framework == "django":
-                    self.report(node, "TXN108", deferrable=True, message=(
-                        f"TXN108 lock outside transaction: select_for_update() evaluated at line "
-                        f"{line} outside any transaction, so the row locks end at once; wrap the loop "
-                        f"in transaction.atomic()"))
+                    self.report(node, "TXN108", deferrable=True, message=txn108.message(line, loop=True))
                 self.row_locks.append((line, self.in_txn()))
                 info = fake
             self.new_entity(node.target.value, info, line, source="loop")

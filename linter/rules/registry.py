@@ -56,7 +56,7 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("TXN106", _RMW, ("django_txn106.py", "sqlalchemy_txn106.py", "generic_object_layer.py")),
     Rule("TXN107", "txnsafety_lint.dataflow:FunctionAnalyzer.call",
          ("django_txn107.py", "sqlalchemy_txn107.py")),
-    Rule("TXN108", "txnsafety_lint.dataflow:FunctionAnalyzer.record_get",
+    Rule("TXN108", "txnsafety_lint.rules.lock_outside_transaction:settle",
          ("django_txn108.py",)),        # sqlalchemy_txn108.py: only safe twins (autobegin)
     Rule("TXN109", _RMW, ("django_txn109.py", "sqlalchemy_txn109.py"), Default.OPT_IN),
 )}

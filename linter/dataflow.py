@@ -27,7 +27,8 @@ from .syntax import (
     non_numeric, receiver_prefix, terminal, walk_nodes)
 from .module_facts import GetInfo, UNPROTECTED_POLICIES, MANAGER_BASES, protection_needed
 from .provenance import identity_only, relation_change, request_data
-from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
+from .rules.check_then_act import Act, ActKind, depends_on, normalises, unique_key_settles
+from .rules.check_then_act import confidence as check_then_act_confidence
 from .rules.check_then_act import close as close_checks
 from .rules.check_then_act import message as check_then_act_message
 from .rules.read_modify_write import compose, judge
@@ -339,6 +340,8 @@ class FunctionAnalyzer:
             before = len(self.checks)
             self.test(stmt.test, stmt)
             made = self.checks[before:]
+            for c in made:
+                c.used = c.used or normalises(c, branches(stmt))
             if made and self.found_in_body(stmt.test):
                 for c in made:
                     c.suspended = c.kind.missing_row
@@ -1172,7 +1175,8 @@ class FunctionAnalyzer:
             kind, what = found[0], found[1]
             models = found[2] if len(found) > 2 else models_in(test)
             check = Check(line, CheckKind(kind), what, tuple(self.stack), self.protected_now(),
-                          models, found[3] if len(found) > 3 else None)
+                          models, found[3] if len(found) > 3 else None,
+                          column=found[4] if len(found) > 4 else None)
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
             check.lookup = self.lookup_of(test)
             self.checks.append(check)
@@ -1238,7 +1242,7 @@ class FunctionAnalyzer:
                                     self.entities[side.value.value].source != "param":
                                 subject = self.entities[side.value.value]
                                 return ("limit", f"`{code_of(side)}` against a limit",
-                                        maybe_models(subject.model), subject)
+                                        maybe_models(subject.model), subject, side.attr.value)
                     left = right
             elif isinstance(n, cst.UnaryOperation) and isinstance(n.operator, cst.Not):
                 e = n.expression
@@ -1282,7 +1286,8 @@ class FunctionAnalyzer:
             return
         if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
             return
-        self.report(node, "TXN105", check_then_act_message(check, act, self.framework_hint()))
+        self.report(node, "TXN105", check_then_act_message(check, act, self.framework_hint()),
+                    confidence=check_then_act_confidence(check, act, set(self.param_order)))
 
     def framework_hint(self) -> Optional[str]:
         fws = self.mod.info.frameworks

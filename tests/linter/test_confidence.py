@@ -125,3 +125,30 @@ def test_a_flush_of_values_from_other_columns_is_low_as_update_fields_is(tmp_pat
     main(["--min-confidence", "low", "--format", "json", "app.py"])
     got = {(f["line"], f["code"], f["confidence"]) for f in json.loads(capsys.readouterr().out)}
     assert got == {(7, "TXN102", "low"), (13, "TXN102", "high")}
+
+
+GENERIC = textwrap.dedent("""\
+    from app.models import Tag
+
+
+    def save_row(session, data, ModelClass):
+        obj = session.query(ModelClass).filter_by(**data).first()
+        if not obj:
+            obj = ModelClass(**data)
+            session.add(obj)
+
+
+    def save_tag(session, name):
+        tag = session.query(Tag).filter_by(name=name).first()
+        if not tag:
+            tag = Tag(name=name)
+            session.add(tag)
+    """)
+
+
+def test_a_check_then_insert_of_a_class_the_caller_passes_is_low():
+    """Whether a unique key settles ``save_row``'s race depends on the models its callers
+    pass (``ModelClass`` is a parameter), which the function cannot show."""
+    from txnsafety_lint.analysis import analyze_source
+    got = {(f.line, f.code, f.confidence.label) for f in analyze_source(GENERIC)}
+    assert got == {(8, "TXN105", "low"), (15, "TXN105", "high")}

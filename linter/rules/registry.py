@@ -47,7 +47,8 @@ _RMW = "txnsafety_lint.rules.read_modify_write:judge"
 
 RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("TXN101", _RMW, ("django_txn101.py", "sqlalchemy_txn101.py")),
-    Rule("TXN102", _RMW, ("django_txn102.py", "sqlalchemy_txn102.py", "django_real_shapes.py")),
+    Rule("TXN102", _RMW, ("django_txn102.py", "sqlalchemy_txn102.py", "django_real_shapes.py",
+                          "django_value_provenance.py", "sqlalchemy_value_provenance.py")),
     Rule("TXN103", "txnsafety_lint.dataflow:FunctionAnalyzer.check_internal",
          ("django_txn103.py", "sqlalchemy_txn103.py")),
     Rule("TXN104", _RMW, ("django_txn104.py", "sqlalchemy_txn104.py")),

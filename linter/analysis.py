@@ -38,8 +38,10 @@ from .wrappers import FileFacts, file_facts, project_config, with_wrappers
 __all__ = ["FileFacts", "ModuleAnalyzer", "Prefilter", "analyze_project", "analyze_source",
            "file_facts", "project_config", "source_lines"]
 
-#: a module that may declare its own transaction wrapper, unique keys or managers (wrappers.py)
-_WRAPPER_HINT = re.compile(r"unique|primary_key|OneToOneField|atomic|begin|transaction|lock|Manager|as_manager")
+#: a module that may declare its own transaction wrapper, unique keys, managers or relations
+#: (wrappers.py)
+_WRAPPER_HINT = re.compile(r"unique|primary_key|OneToOneField|atomic|begin|transaction|lock|Manager|"
+                           r"as_manager|ManyToMany|ForeignKey|GenericRelation|relationship|backref")
 
 
 def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = "",

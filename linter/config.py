@@ -138,6 +138,8 @@ class Config:
     unique_keys: dict = dataclasses.field(default_factory=dict)
     #: manager attributes the project's models declare besides ``objects`` (``all``, ``live``)
     managers: frozenset = frozenset()
+    #: model -> its relation attributes (relations.py), filled by the analysis
+    relations: dict = dataclasses.field(default_factory=dict)
 
     KEYS = ("gets", "puts", "locks", "transactions", "retrying_transactions", "side_effects",
             "versioned_models", "isolation", "enable", "disable",

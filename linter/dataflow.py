@@ -27,7 +27,9 @@ from .syntax import (
     maybe_models, models_in, names_in,
     non_numeric, receiver_prefix, terminal, walk_nodes)
 from .module_facts import GetInfo, UNPROTECTED_POLICIES, MANAGER_BASES, protection_needed
-from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
+from .provenance import identity_only, relation_change, request_data
+from .rules.check_then_act import Act, ActKind, depends_on, normalises, unique_key_settles
+from .rules.check_then_act import confidence as check_then_act_confidence
 from .rules.check_then_act import close as close_checks
 from .rules.check_then_act import message as check_then_act_message
 from .rules.check_then_act import stored_aggregate_message
@@ -36,6 +38,7 @@ from .rules.claim import message as claim_message
 from .selection import request_row
 from .selection import condition_names, is_constant, is_slice, related_model, set_columns, state_columns
 from .rules.read_modify_write import compose, judge
+from .rules import lock_outside_transaction as txn108
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
     from .module_analysis import ModuleAnalyzer
@@ -174,6 +177,8 @@ class FunctionAnalyzer:
         self.loop_of: dict[str, str] = {}
         #: variables holding rows or ids a query selected by state (``rules/claim.py``)
         self.selections: dict[str, Selection] = dict(outer.selections) if outer else {}
+        #: lines that write, insert or call a method of a row (what a lock protects)
+        self.write_lines: list[int] = []
         self.is_method = is_method
         self.returned: Optional[Returned] = None
 
@@ -230,6 +235,8 @@ class FunctionAnalyzer:
             if pname == "cls":
                 continue
             self.types[pname] = self.param_type(p, first=not self.param_order[:-1])
+            if request_data(p):
+                continue        # a form or serializer: the request's values, not a row read
             ent = self.self_entity(pname, line) or Entity(pname, line, (), "param", framework=None)
             self.params[pname] = ent
             self.entities[pname] = ent
@@ -399,6 +406,8 @@ class FunctionAnalyzer:
             before = len(self.checks)
             self.test(stmt.test, stmt)
             made = self.checks[before:]
+            for c in made:
+                c.used = c.used or normalises(c, branches(stmt))
             if made and self.found_in_body(stmt.test):
                 for c in made:
                     c.suspended = c.kind.missing_row
@@ -664,11 +673,7 @@ class FunctionAnalyzer:
         if info.for_update:
             txn = self.in_txn()
             if txn is None and info.framework == "django" and not info.locked:
-                self.report(call, "TXN108", deferrable=True, message=(
-                    f"TXN108 lock outside transaction: select_for_update() evaluated at line {line} "
-                    f"outside any transaction, so the row lock ends with the statement (Django raises "
-                    f"TransactionManagementError in autocommit); wrap the read and the write in "
-                    f"transaction.atomic()"))
+                self.report(call, "TXN108", deferrable=True, message=txn108.message(line))
             self.row_locks.append((line, txn))
         elif info.locked:
             self.row_locks.append((line, None))
@@ -840,7 +845,7 @@ class FunctionAnalyzer:
                         for side in (value.left, value.right)):
             # ``x.n = x.n + 1`` is a counter; ``x.s = x.s + "suffix"`` a derived string
             kind = "derived" if non_numeric(value.left) or non_numeric(value.right) else "counter"
-        elif ent in self.sources(value):
+        elif ent in self.sources(value) and not self.identity_value(value, ent):
             kind = "derived"
         reads = {f for n, f in self.fields_read(value) if n == ent.name}
         if ent.source == "self" and ent.name == "self":
@@ -851,6 +856,15 @@ class FunctionAnalyzer:
             kind = "derived"
         ent.pending.append(Mutation(line, attr, kind, own=own, constant=is_constant(value),
                                     reads=frozenset(reads)))
+
+    def identity_value(self, value: cst.CSTNode, ent: Entity) -> bool:
+        """``f"deleted-{user.pk}"``: made from the row's primary key alone (and from
+        nothing a local took from the row), so the read decided nothing of it."""
+        names = names_in(value)
+        if any(ent in self.taint.get(n, ()) for n in names):
+            return False
+        return all(identity_only(value, n) for n in names
+                   if n in self.entities and self.entities[n] is ent)
 
     def fields_read(self, expr: cst.CSTNode) -> set:
         """The (entity name, field) pairs ``expr`` is made from, directly (``x.due``) or
@@ -1055,7 +1069,11 @@ class FunctionAnalyzer:
         # in-place mutation of a field: ``x.tags.append(t)``
         if term in MUTATING_METHODS and isinstance(recv, cst.Attribute) and \
                 isinstance(recv.value, cst.Name) and recv.value.value in self.entities:
-            self.entities[recv.value.value].pending.append(
+            ent = self.entities[recv.value.value]
+            if relation_change(self.mod.cfg.relations, ent.model, recv.attr.value, call,
+                               self.new_objects):
+                return          # rows of another table (a link, a child), not a column
+            ent.pending.append(
                 Mutation(self.line(call), recv.attr.value, "derived", own=True))
             return
         if _STORING.match(term) and isinstance(func, cst.Attribute):
@@ -1130,6 +1148,8 @@ class FunctionAnalyzer:
                 key = a.keyword.value if a.keyword is not None else i
                 args.append((key, self.entities[a.value.value]))
         receiver = self.entities.get(recv_name) if recv_name not in (None, "self", "cls") else None
+        if receiver is not None and txn108.may_write(term):
+            self.write_lines.append(self.line(call))      # ``row.method()`` may write the row
         live = [e for e in set(self.entities.values()) if e.source not in ("param", "self")]
         site = CallSite(term, self.line(call), self.col(call), tuple(self.stack), args, live,
                         self, receiver, module_alias)
@@ -1142,6 +1162,7 @@ class FunctionAnalyzer:
     def write(self, ent: Entity, node: cst.CSTNode, kind: str, fields, verb: str,
               line: Optional[int] = None) -> None:
         w_line = line if line is not None else self.line(node)
+        self.write_lines.append(w_line)
         relevant = ent.relevant(kind, fields)
         if ent.source == "self":
             # a model method that sets fields from arguments or other fields writes what the
@@ -1189,7 +1210,9 @@ class FunctionAnalyzer:
         blind = all(m.kind == "blind" for m in relevant)     # a stale copy, nothing derived
         # ``save(update_fields=["image"])`` of a value made from *other* columns of the read
         # (a file name, a cart id): stale only if those columns change meanwhile
-        other_columns = kind == "fields" and all(m.kind == "derived" and not m.own for m in relevant)
+        # (a SQLAlchemy flush writes only the changed columns, as update_fields does)
+        other_columns = kind in ("fields", "flush") and \
+            all(m.kind == "derived" and not m.own for m in relevant)
         self.reported_write_lines.add(w_line)
         if not (blind or other_columns):
             self.sure_write_lines.add(w_line)
@@ -1333,7 +1356,8 @@ class FunctionAnalyzer:
             kind, what = found[0], found[1]
             models = found[2] if len(found) > 2 else models_in(test)
             check = Check(line, CheckKind(kind), what, tuple(self.stack), self.protected_now(),
-                          models, found[3] if len(found) > 3 else None)
+                          models, found[3] if len(found) > 3 else None,
+                          column=found[4] if len(found) > 4 else None)
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
             check.lookup = self.lookup_of(test)
             self.checks.append(check)
@@ -1399,7 +1423,7 @@ class FunctionAnalyzer:
                                     self.entities[side.value.value].source != "param":
                                 subject = self.entities[side.value.value]
                                 return ("limit", f"`{code_of(side)}` against a limit",
-                                        maybe_models(subject.model), subject)
+                                        maybe_models(subject.model), subject, side.attr.value)
                     left = right
             elif isinstance(n, cst.UnaryOperation) and isinstance(n.operator, cst.Not):
                 e = n.expression
@@ -1423,6 +1447,7 @@ class FunctionAnalyzer:
         self.work_lines.append(self.line(node))
         if kind == "create" and not self.integrity_depth:
             self.creates.append((self.line(node), model))     # for callers' checks
+        self.write_lines.append(self.line(node))
         if not self.checks:
             return
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
@@ -1445,7 +1470,8 @@ class FunctionAnalyzer:
             return
         if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
             return
-        self.report(node, "TXN105", check_then_act_message(check, act, self.framework_hint()))
+        self.report(node, "TXN105", check_then_act_message(check, act, self.framework_hint()),
+                    confidence=check_then_act_confidence(check, act, set(self.param_order)))
 
     def callee_insert(self, site: "CallSite", callee: "FunctionAnalyzer") -> None:
         """TXN105 at a call whose callee inserts (``self._create_token(...)`` after ``if not
@@ -1544,10 +1570,7 @@ class FunctionAnalyzer:
             if info.for_update:
                 fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)
                 if self.in_txn() is None and info.framework == "django":
-                    self.report(node, "TXN108", deferrable=True, message=(
-                        f"TXN108 lock outside transaction: select_for_update() evaluated at line "
-                        f"{line} outside any transaction, so the row locks end at once; wrap the loop "
-                        f"in transaction.atomic()"))
+                    self.report(node, "TXN108", deferrable=True, message=txn108.message(line, loop=True))
                 self.row_locks.append((line, self.in_txn()))
                 info = fake
             self.new_entity(node.target.value, info, line, source="loop")

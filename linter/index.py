@@ -135,15 +135,16 @@ def _finding_in(data: dict[str, Any]) -> Finding:
 def _facts_out(f: FileFacts) -> list:
     return [sorted(f.transactions), sorted(f.locks),
             [[model, [sorted(key) for key in keys]] for model, keys in f.unique_keys],
-            sorted(f.managers)]
+            sorted(f.managers), [[model, sorted(names)] for model, names in f.relations]]
 
 
 def _facts_in(data: list) -> FileFacts:
-    txns, locks, keys, managers = data
+    txns, locks, keys, managers, related = data
     return FileFacts(frozenset(map(str, txns)), frozenset(map(str, locks)),
                      tuple((str(model), tuple(frozenset(map(str, key)) for key in found))
                            for model, found in keys),
-                     frozenset(map(str, managers)))
+                     frozenset(map(str, managers)),
+                     tuple((str(model), frozenset(map(str, names))) for model, names in related))
 
 
 class ProjectIndex:

@@ -145,6 +145,8 @@ class Check:
     models: frozenset = frozenset()
     #: the entity whose field a limit check compares
     subject: Optional[Entity] = None
+    #: ... and that field (``state`` of ``self.state >= T``)
+    column: Optional[str] = None
     used: bool = False
     #: for an aggregate: the variables that hold the value (the act must use one)
     names: set = dataclasses.field(default_factory=set)

@@ -22,6 +22,7 @@ from .sessions import SessionTypes
 from .syntax import source_lines
 from .module_facts import ModuleInfo
 from .rules.read_modify_write import compose, judge
+from .rules import lock_outside_transaction as txn108
 from .dataflow import CallSite, FunctionAnalyzer, _Positions
 from .prefilter import Prefilter
 from .self_reads import SelfReads
@@ -351,7 +352,8 @@ class ModuleAnalyzer:
             for fa in mod.functions.values():
                 for finding, need in fa.deferred:
                     if not protected(fa, need, frozenset()):
-                        mod.findings.append(finding)
+                        mod.findings.append(txn108.settle(finding, fa.write_lines,
+                                                          bool(callers.get(id(fa)))))
                 fa.deferred = []
 
     def _param_writes(self, site: CallSite, callee: FunctionAnalyzer) -> None:

@@ -32,6 +32,7 @@ from typing import Iterable, Sequence
 
 from .config import LOCKS, TRANSACTIONS, Config, name_matches
 from .constraints import manager_attributes, unique_keys
+from .relations import finish as finish_relations, merge as merge_relations, relations
 
 _CONTEXT_MANAGER_DECORATORS = {"contextmanager", "asynccontextmanager"}
 #: cheap text test before any walk: a wrapper must name a transaction or a lock
@@ -134,7 +135,8 @@ def project_wrappers(sources: Iterable[tuple[str, ast.AST]], cfg: Config) -> tup
 @dataclasses.dataclass(frozen=True)
 class FileFacts:
     """What one file adds to the project's configuration: the transaction and lock wrappers
-    it declares (wrappers.py) and its models' unique keys (constraints.py).  Plain data, so
+    it declares (wrappers.py), its models' unique keys (constraints.py) and relations
+    (relations.py).  Plain data, so
     the project index keeps it by the file's content and an edit recomputes only its own."""
 
     transactions: frozenset[str] = frozenset()
@@ -142,6 +144,8 @@ class FileFacts:
     unique_keys: tuple[tuple[str, tuple[frozenset[str], ...]], ...] = ()
     #: manager attributes its models declare besides ``objects``
     managers: frozenset[str] = frozenset()
+    #: model -> its relation attributes, reverse sides included (relations.py)
+    relations: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
@@ -150,7 +154,8 @@ def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
     keys = unique_keys([(source, tree)])
     return FileFacts(frozenset(txns), frozenset(locks),
                      tuple((model, tuple(found)) for model, found in keys.items()),
-                     manager_attributes([(source, tree)]))
+                     manager_attributes([(source, tree)]),
+                     tuple(sorted(relations([(source, tree)]).items())))
 
 
 def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
@@ -160,19 +165,22 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     locks: set[str] = set()
     keys: dict[str, list] = {}
     managers: set[str] = set()
+    related: dict[str, set[str]] = {}
     for f in facts:
         txns |= f.transactions
         locks |= f.locks
         managers |= f.managers
+        merge_relations(related, f.relations)
         for model, found in f.unique_keys:
             keys.setdefault(model, []).extend(found)
-    if not txns and not locks and not keys and not managers:
+    if not txns and not locks and not keys and not managers and not related:
         return cfg
     merged = dict(cfg.unique_keys)
     for model, found in keys.items():
         merged[model] = merged.get(model, []) + found
     return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
-                               unique_keys=merged, managers=cfg.managers | managers)
+                               unique_keys=merged, managers=cfg.managers | managers,
+                               relations=finish_relations(related) or cfg.relations)
 
 
 def with_wrappers(cfg: Config, sources: Iterable[tuple[str, ast.AST]]) -> Config:

@@ -27,9 +27,11 @@ import dataclasses
 import enum
 from typing import Optional
 
+import libcst as cst
+
 from ..constraints import column, covered
-from ..model import Check, CheckKind, Entity
-from ..syntax import CONTEXT_NAMES, assigned_names
+from ..model import Check, CheckKind, Confidence, Entity
+from ..syntax import CONTEXT_NAMES, assigned_names, walk_nodes
 
 #: every table's primary key is unique; ``pk`` and ``id`` are one spelling (``column()``)
 PRIMARY_KEY = frozenset({"id"})
@@ -85,6 +87,32 @@ def depends_on(check: Check, act: Act, unprotected_policies: frozenset) -> Optio
             return None         # a limit on the row's own field, then its save: the policy accepts it
         return True
     return act.model is None or not check.models or act.model in check.models
+
+
+def normalises(check: Check, blocks: list) -> bool:
+    """A limit check whose branches set the very field it compared (``if self.state >=
+    DONE and not text: self.state = EMPTY``) computes that field's new value: a
+    read-modify-write of the field, judged as one by ``read_modify_write``, not the guard
+    of a later act."""
+    if check.kind is not CheckKind.LIMIT or check.subject is None or check.column is None:
+        return False
+    name = check.subject.name
+    for block in blocks:
+        for node in walk_nodes(block):
+            if isinstance(node, (cst.AssignTarget, cst.AugAssign)):
+                target = node.target
+                if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
+                        target.value.value == name and target.attr.value == check.column:
+                    return True
+    return False
+
+
+def confidence(check: Check, act: Act, params: set) -> Confidence:
+    """``LOW`` when the model checked or inserted is a class the caller passes
+    (``def save_row(data, ModelClass)``): whether a unique key settles the race depends on
+    the models the callers pass, which the function cannot show."""
+    models = set(check.models) | ({act.model} if act.model else set())
+    return Confidence.LOW if models & (params - {"self", "cls"}) else Confidence.HIGH
 
 
 def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:

@@ -47,7 +47,8 @@ _RMW = "txnsafety_lint.rules.read_modify_write:judge"
 
 RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("TXN101", _RMW, ("django_txn101.py", "sqlalchemy_txn101.py")),
-    Rule("TXN102", _RMW, ("django_txn102.py", "sqlalchemy_txn102.py", "django_real_shapes.py")),
+    Rule("TXN102", _RMW, ("django_txn102.py", "sqlalchemy_txn102.py", "django_real_shapes.py",
+                          "django_value_provenance.py", "sqlalchemy_value_provenance.py")),
     Rule("TXN103", "txnsafety_lint.dataflow:FunctionAnalyzer.check_internal",
          ("django_txn103.py", "sqlalchemy_txn103.py")),
     Rule("TXN104", _RMW, ("django_txn104.py", "sqlalchemy_txn104.py")),
@@ -58,7 +59,7 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("TXN106", _RMW, ("django_txn106.py", "sqlalchemy_txn106.py", "generic_object_layer.py")),
     Rule("TXN107", "txnsafety_lint.dataflow:FunctionAnalyzer.call",
          ("django_txn107.py", "sqlalchemy_txn107.py")),
-    Rule("TXN108", "txnsafety_lint.dataflow:FunctionAnalyzer.record_get",
+    Rule("TXN108", "txnsafety_lint.rules.lock_outside_transaction:settle",
          ("django_txn108.py",)),        # sqlalchemy_txn108.py: only safe twins (autobegin)
     Rule("TXN109", _RMW, ("django_txn109.py", "sqlalchemy_txn109.py"), Default.OPT_IN),
 )}

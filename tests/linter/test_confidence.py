@@ -98,3 +98,57 @@ def test_a_fields_save_from_other_columns_is_low_from_its_own_high(tmp_path, cap
     got = {(f["line"], f["code"], f["confidence"]) for f in json.loads(capsys.readouterr().out)}
     assert got == {(7, "TXN102", "low"), (13, "TXN102", "high"), (20, "TXN102", "high"),
                    (26, "TXN102", "high")}
+
+
+FLUSHED = textwrap.dedent("""\
+    from app.models import Query
+
+
+    def finish(session, qid):
+        query = session.get(Query, qid)
+        query.select_sql = build_select(query.tmp_table_name)
+        session.commit()
+
+
+    def advance(session, qid, progress):
+        query = session.get(Query, qid)
+        query.progress = max(query.progress, progress)
+        session.commit()
+    """)
+
+
+def test_a_flush_of_values_from_other_columns_is_low_as_update_fields_is(tmp_path, capsys, monkeypatch):
+    """A SQLAlchemy flush writes only the changed columns, as ``save(update_fields=...)``
+    does: a value made from other columns of the read is stale only if they change."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app.py").write_text(FLUSHED)
+    main(["--min-confidence", "low", "--format", "json", "app.py"])
+    got = {(f["line"], f["code"], f["confidence"]) for f in json.loads(capsys.readouterr().out)}
+    assert got == {(7, "TXN102", "low"), (13, "TXN102", "high")}
+
+
+GENERIC = textwrap.dedent("""\
+    from app.models import Tag
+
+
+    def save_row(session, data, ModelClass):
+        obj = session.query(ModelClass).filter_by(**data).first()
+        if not obj:
+            obj = ModelClass(**data)
+            session.add(obj)
+
+
+    def save_tag(session, name):
+        tag = session.query(Tag).filter_by(name=name).first()
+        if not tag:
+            tag = Tag(name=name)
+            session.add(tag)
+    """)
+
+
+def test_a_check_then_insert_of_a_class_the_caller_passes_is_low():
+    """Whether a unique key settles ``save_row``'s race depends on the models its callers
+    pass (``ModelClass`` is a parameter), which the function cannot show."""
+    from txnsafety_lint.analysis import analyze_source
+    got = {(f.line, f.code, f.confidence.label) for f in analyze_source(GENERIC)}
+    assert got == {(8, "TXN105", "low"), (15, "TXN105", "high")}

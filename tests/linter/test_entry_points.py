@@ -315,3 +315,14 @@ def test_per_file_facts_make_the_project_configuration(tmp_path):
         assert whole.transactions - cfg.transactions and whole.unique_keys   # not trivial
         assert merged == whole
         assert list(merged.unique_keys["Coupon"]) == list(whole.unique_keys["Coupon"])
+        assert whole.relations["Profile"] >= {"languages", "members"}    # relations.py
+
+
+def test_file_facts_survive_the_index():
+    """What the index writes of a file's facts reads back the same (relations included)."""
+    from txnsafety_lint.index import _facts_in, _facts_out
+    path = ROOT / "fixtures" / "lint" / "django_value_provenance.py"
+    text = path.read_text(encoding="utf-8")
+    facts = file_facts(text, __import__("ast").parse(text), Config())
+    assert dict(facts.relations)["Profile"] == {"languages", "members"}
+    assert _facts_in(json.loads(json.dumps(_facts_out(facts)))) == facts

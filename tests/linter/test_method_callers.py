@@ -99,3 +99,42 @@ def test_a_lock_in_a_method_whose_only_caller_is_atomic_is_fine_its_recursion_in
     assert lint(models=DISMISS, views=header + ATOMIC_VIEW) == {}
     outside = ATOMIC_VIEW.replace("@transaction.atomic\n", "")
     assert [code for _l, code, _m in lint(models=DISMISS, views=header + outside)["models.py"]] == ["TXN108"]
+
+
+REFRESH = textwrap.dedent("""\
+    from django.db import models
+
+
+    class Seat(models.Model):
+        taken = models.BooleanField()
+
+        def refresh_for_update(self):
+            fresh = Seat.objects.select_for_update().get(pk=self.pk)
+            if "taken" not in fresh.get_deferred_fields():
+                self.taken = fresh.taken
+    """)
+TAKE = textwrap.dedent("""\
+    def take(request, pk):
+        seat = Seat.objects.get(pk=pk)
+        seat.refresh_for_update()
+        seat.taken = True
+        seat.save()
+    """)
+
+
+def confidences(found: dict, name: str) -> list[tuple[str, str]]:
+    return [(f.code, f.confidence.label) for f in found.get(name, [])]
+
+
+def test_a_lock_taken_only_for_callers_the_project_does_not_show_is_low_confidence():
+    """``refresh_for_update()`` writes nothing after its locking read: the lock is for its
+    caller.  With no caller in the project, whether one holds a transaction is unknown
+    (LOW); a caller outside one makes it HIGH; callers inside one leave it unreported."""
+    def run(**files):
+        parsed = [(f"app/{n}.py", t, ast.parse(t)) for n, t in files.items()]
+        return {p.split("/")[-1]: fs for p, fs in analyze_project(parsed, Config(), ["."]).items()}
+    header = HEADER.replace("Device", "Seat")
+    assert confidences(run(models=REFRESH), "models.py") == [("TXN108", "low")]
+    assert confidences(run(models=REFRESH, views=header + TAKE), "models.py") == [("TXN108", "high")]
+    atomic = TAKE.replace("def take", "@transaction.atomic\ndef take")
+    assert confidences(run(models=REFRESH, views=header + atomic), "models.py") == []

@@ -1,0 +1,56 @@
+"""TXN108 lock outside transaction: ``select_for_update()`` evaluated where no transaction
+holds the row lock (Django's autocommit releases it with the statement).
+
+The walk (``dataflow.py``) reports the locking read and defers the finding to the
+function's callers (``module_analysis.resolve_calls``): a function every caller of which
+runs it inside a transaction is fine.  What is left is settled here:
+
+* the function uses the lock itself (it writes after the locking read, or calls a method of
+  a locked row): the lock protects nothing, ``Confidence.HIGH``;
+* it only takes the lock for its caller (``refresh_for_update()`` copies the locked row
+  into ``self``, a loader returns it) and the project shows a caller outside a transaction:
+  that caller's lock protects nothing, ``HIGH``;
+* it only takes the lock for its caller and the project shows no caller at all (a public
+  helper of a library, called from outside it): whether a transaction is held depends on
+  code the project cannot show, ``Confidence.LOW``.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..model import Confidence, Finding
+
+CODE = "TXN108"
+
+
+def message(line: int, loop: bool = False) -> str:
+    if loop:
+        return (f"{CODE} lock outside transaction: select_for_update() evaluated at line "
+                f"{line} outside any transaction, so the row locks end at once; wrap the loop "
+                f"in transaction.atomic()")
+    return (f"{CODE} lock outside transaction: select_for_update() evaluated at line {line} "
+            f"outside any transaction, so the row lock ends with the statement (Django raises "
+            f"TransactionManagementError in autocommit); wrap the read and the write in "
+            f"transaction.atomic()")
+
+
+#: method names that, by convention, read and change nothing (``row.get_deferred_fields()``)
+_READERS = ("get_", "is_", "has_", "can_", "as_", "to_")
+
+
+def may_write(method: str) -> bool:
+    """Whether ``row.method()`` may write the row (an accessor by its name does not)."""
+    return not method.startswith(_READERS)
+
+
+def for_caller(lock_line: int, uses: list[int]) -> bool:
+    """Whether the function takes the lock only for its caller: nothing after the locking
+    read writes or calls a method of a row (``uses``: the lines that do)."""
+    return not any(line >= lock_line for line in uses)
+
+
+def settle(finding: Finding, uses: list[int], called: bool) -> Finding:
+    """The deferred TXN108 ``finding`` of a function whose callers did not all protect it."""
+    if finding.code != CODE or called or not for_caller(finding.line, uses):
+        return finding
+    return dataclasses.replace(finding, confidence=Confidence.LOW)

@@ -24,6 +24,7 @@ import collections
 import dataclasses
 from typing import Iterable, Iterator, Mapping, Optional
 
+from .ast_names import last_name
 from .roles import QUIET, FileRole, QuietGroup
 
 #: Django signals sent by ``migrate``: their receivers run with the deploy, alone
@@ -46,18 +47,10 @@ class Reference:
     caller: Optional[str]
 
 
-def _last_name(node: ast.AST) -> str:
-    if isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return node.id if isinstance(node, ast.Name) else ""
-
-
 def _is_migrate_receiver(fn: ast.AST) -> bool:
     for deco in getattr(fn, "decorator_list", ()):
-        if isinstance(deco, ast.Call) and _last_name(deco) == "receiver" and \
-                any(_last_name(a) in _MIGRATE_SIGNALS for a in deco.args):
+        if isinstance(deco, ast.Call) and last_name(deco) == "receiver" and \
+                any(last_name(a) in _MIGRATE_SIGNALS for a in deco.args):
             return True
     return False
 
@@ -97,12 +90,12 @@ class CallGraph:
                     self.definitions[node.name].append(Definition(path, qualname, node.name))
                     if _is_migrate_receiver(node):
                         self.migrate_receivers.add((path, qualname))
-                elif isinstance(node, ast.Call) and _last_name(node) == "connect" and \
+                elif isinstance(node, ast.Call) and last_name(node) == "connect" and \
                         isinstance(node.func, ast.Attribute) and \
-                        _last_name(node.func.value) in _MIGRATE_SIGNALS and node.args:
-                    connected.add(_last_name(node.args[0]))
+                        last_name(node.func.value) in _MIGRATE_SIGNALS and node.args:
+                    connected.add(last_name(node.args[0]))
                 elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
-                    seen.append((path, _last_name(node), scope))
+                    seen.append((path, last_name(node), scope))
         for path, name, scope in seen:
             if name in self.definitions and name not in connected:
                 self.references[name].append(Reference(path, scope))

@@ -23,20 +23,12 @@ import ast
 import re
 from typing import Iterable
 
+from .ast_names import last_name
+
 UniqueKeys = dict[str, list[frozenset[str]]]
 
 _HINT = re.compile(r"unique|primary_key|OneToOneField|PrimaryKeyConstraint")
 _ONE_TO_ONE = {"OneToOneField"}
-
-
-def _last(node: ast.AST) -> str:
-    if isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    return ""
 
 
 def _true_kwarg(call: ast.Call, name: str) -> bool:
@@ -77,7 +69,7 @@ def _field_keys(cls: ast.ClassDef) -> list[frozenset[str]]:
             continue
         if not isinstance(value, ast.Call):
             continue
-        kind = _last(value)
+        kind = last_name(value)
         if _true_kwarg(value, "primary_key"):
             primary.add(target)
         elif kind in _ONE_TO_ONE or _true_kwarg(value, "unique"):
@@ -91,7 +83,7 @@ def _declared_keys(node: ast.AST) -> list[list[str]]:
     """Unique column lists in ``Meta.unique_together``, ``constraints`` or ``__table_args__``."""
     out: list[list[str]] = []
     for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
-        kind = _last(call)
+        kind = last_name(call)
         if kind in ("UniqueConstraint", "PrimaryKeyConstraint"):
             fields = [s for k in call.keywords if k.arg == "fields" for s in _strings(k.value)]
             out.append(fields or [s for a in call.args for s in _strings(a)])
@@ -122,10 +114,10 @@ def _meta_keys(cls: ast.ClassDef) -> list[list[str]]:
 
 def _table_keys(call: ast.Call) -> list[list[str]]:
     """Unique column lists of a ``Table("name", metadata, Column("c", unique=True), ...)``."""
-    out = _declared_keys(ast.Tuple(elts=[a for a in call.args if _last(a) != "Column"], ctx=ast.Load()))
+    out = _declared_keys(ast.Tuple(elts=[a for a in call.args if last_name(a) != "Column"], ctx=ast.Load()))
     primary: list[str] = []
     for arg in call.args:
-        if isinstance(arg, ast.Call) and _last(arg) == "Column" and arg.args:
+        if isinstance(arg, ast.Call) and last_name(arg) == "Column" and arg.args:
             if _true_kwarg(arg, "primary_key"):
                 primary.extend(_strings(arg.args[0]))
             elif _true_kwarg(arg, "unique"):
@@ -141,14 +133,14 @@ def _imperative_tables(tree: ast.AST) -> dict[str, list[list[str]]]:
     tables: dict[str, list[list[str]]] = {}
     mapped: dict[str, list[list[str]]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _last(node.value) == "Table":
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and last_name(node.value) == "Table":
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     tables[target.id] = _table_keys(node.value)
     if not tables:
         return mapped
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _last(node) in ("mapper", "map_imperatively") and len(node.args) >= 2:
+        if isinstance(node, ast.Call) and last_name(node) in ("mapper", "map_imperatively") and len(node.args) >= 2:
             cls, table = node.args[0], node.args[1]
             if isinstance(cls, ast.Name) and isinstance(table, ast.Name) and table.id in tables:
                 mapped.setdefault(cls.id, []).extend(tables[table.id])
@@ -205,7 +197,7 @@ def manager_attributes(sources: Iterable[tuple[str, ast.AST]]) -> frozenset[str]
                 func = stmt.value.func
                 while isinstance(func, ast.Call):          # ``Manager.from_queryset(QS)()``
                     func = func.func
-                last = _last(func) if not isinstance(func, ast.Name) else func.id
+                last = last_name(func) if not isinstance(func, ast.Name) else func.id
                 if last.endswith("Manager") or last in ("as_manager", "from_queryset"):
                     found.add(stmt.targets[0].id)
     return frozenset(found)

@@ -238,11 +238,19 @@ class FunctionAnalyzer:
             if request_data(p):
                 continue        # a form or serializer: the request's values, not a row read
             ent = self.self_entity(pname, line) or Entity(pname, line, (), "param", framework=None)
+            if self.is_receiver() and pname not in ("sender", "self"):
+                # a signal receiver's rows were read by the sender, which no call here shows
+                ent.source, ent.via = "call", "the signal's sender"
             self.params[pname] = ent
             self.entities[pname] = ent
             self.taint.pop(pname, None)
         self.block(node.body)
         self.finish_claims()
+
+    def is_receiver(self) -> bool:
+        """A signal receiver: its parameters are rows the sender read, and no call in the
+        project shows that read, so its writes of them are judged here."""
+        return self.outer is None and self.name in self.mod.info.receivers
 
     def finish_claims(self) -> None:
         """TXN105 for the compare-and-set writes that matter, now that every write of the
@@ -1562,6 +1570,9 @@ class FunctionAnalyzer:
         if isinstance(it, cst.Name) and isinstance(node.target, cst.Name):
             self.loop_of[node.target.value] = it.value
         rows = self.entities.get(it.value) if isinstance(it, cst.Name) and info is None else None
+        for bound in names_in(node.target):
+            if bound not in (getattr(it, "value", None),):
+                self.entities.pop(bound, None)   # the loop rebinds the name: an older row is gone
         if rows is not None and rows.source in ("get", "call") and isinstance(node.target, cst.Name):
             # ``rows = session.scalars(...).all()`` then ``for row in rows``: each is a row of that read
             self.entities[node.target.value] = dataclasses.replace(

@@ -122,6 +122,10 @@ class ModuleInfo:
         inherit_versioned(self.versioned, self.class_bases)
         body = getattr(tree, "body", [])
         self._collect(body, None)
+        #: functions connected to a signal: entry points whose parameters are rows the
+        #: signal's sender read (judged where they write them: no caller shows a read)
+        self.receivers: set[str] = signal_receivers(tree) if "connect(" in source or \
+            "receiver(" in source else set()
 
     def _collect(self, body, cls: Optional[str]) -> None:
         for node in body:
@@ -352,3 +356,18 @@ def _ast_dotted(node: ast.AST) -> str:
         else:
             break
     return ".".join(reversed(parts))
+
+
+def signal_receivers(tree: ast.AST) -> set[str]:
+    """``signal.connect(handler)`` at module level and ``@receiver(signal)`` functions."""
+    found: set[str] = set()
+    for node in _top_level(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
+                isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "connect" and \
+                node.value.args and isinstance(node.value.args[0], ast.Name):
+            found.add(node.value.args[0].id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _ast_dotted(d.func if isinstance(d, ast.Call) else d).rsplit(".", 1)[-1] == "receiver"
+                for d in node.decorator_list):
+            found.add(node.name)
+    return found

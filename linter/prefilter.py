@@ -27,6 +27,7 @@ _F_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?creat
                    r"|execute\(\s*(?:insert|update)\(|\.begin\(|begin_nested\(")
 
 
+_RECEIVER = re.compile(r"\.connect\(|@receiver\(")
 _SELF_RMW = re.compile(r"self\.\w+\s*[-+]=|self\.(\w+)\s*=\s*self\.\1\b|self\.\w+\.(?:append|extend)\(")
 _SELF_WRITE = re.compile(r"self\.a?(?:save|put)\(|session\.commit\(")
 
@@ -67,6 +68,8 @@ class Prefilter:
             return True
         if _SELF_RMW.search(text) and _SELF_WRITE.search(text):
             return True             # a model method: ``self.n += 1; self.save()``
+        if _RECEIVER.search(text) and self.mut.search(text) and self.writes.search(text):
+            return True             # a signal receiver writing the rows it is handed
         if self.gets.search(text) and self.writes.search(text):
             return True
         return bool(self.txn.search(text))

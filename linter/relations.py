@@ -24,6 +24,8 @@ import ast
 import re
 from typing import Iterable, Optional
 
+from .ast_names import last_name
+
 Relations = dict[str, frozenset[str]]
 
 #: a row of unknown model: a name that is a relation of any model the project declares
@@ -36,16 +38,6 @@ _DJANGO_ONE = {"ForeignKey", "OneToOneField", "ParentalKey", "ParentalManyToMany
 _SQLA = {"relationship", "association_proxy", "dynamic_loader", "relation"}
 
 
-def _last(node: ast.AST) -> str:
-    if isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    return ""
-
-
 def _kwarg(call: ast.Call, name: str) -> Optional[ast.AST]:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
@@ -56,7 +48,7 @@ def _target(call: ast.Call) -> Optional[str]:
     node = call.args[0] if call.args else _kwarg(call, "to") or _kwarg(call, "argument")
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value.rsplit(".", 1)[-1] or None
-    name = _last(node) if node is not None else ""
+    name = last_name(node) if node is not None else ""
     return name or None
 
 
@@ -84,7 +76,7 @@ def _class_relations(cls: ast.ClassDef, found: dict[str, set[str]]) -> None:
     """Add the relations ``cls`` declares to ``found`` (its own, and the reverse sides on
     the models they point to)."""
     for name, call in _fields(cls):
-        kind = _last(call)
+        kind = last_name(call)
         if kind in _DJANGO_MANY | _DJANGO_ONE:
             found.setdefault(cls.name, set()).add(name)
             target = _target(call)

@@ -152,6 +152,9 @@ class FunctionAnalyzer:
         self.check_lookups: dict[str, Optional[frozenset]] = {}
         self.stack: list[Scope] = list(outer.stack) if outer else []
         self.row_locks: list[tuple[int, Optional[Scope]]] = []
+        #: line of a row lock -> the model it locked rows of (a lock on rows of the model a
+        #: missing-row check looks in does not stop an insert of a new one)
+        self.lock_models: dict[int, Optional[str]] = {}
         self.checks: list[Check] = []
         self.integrity_depth = 0
         self.params: dict[str, Entity] = {}
@@ -385,14 +388,16 @@ class FunctionAnalyzer:
             return True
         return len(names) > 1 and names[1] in self.mod.cfg.managers and is_model_name(names[0])
 
-    def protected_now(self) -> bool:
-        """Is a check made now atomic with what follows in the same scopes?"""
+    def protected_now(self, missing_in: frozenset = frozenset()) -> bool:
+        """Is a check made now atomic with what follows in the same scopes?  ``missing_in``:
+        the models a missing-row check looks in; a row lock on one of them locks rows that
+        exist, not the gap a new row goes into (a parent's row lock does serialize)."""
         for s in self.stack:
             if s.kind == "lock" or (s.kind == "txn" and s.serializable):
                 return True
         ids = self.stack_ids()
-        for _line, txn in self.row_locks:
-            if txn is None or id(txn) in ids:
+        for line, txn in self.row_locks:
+            if (txn is None or id(txn) in ids) and self.lock_models.get(line) not in missing_in:
                 return True
         return False
 
@@ -683,6 +688,7 @@ class FunctionAnalyzer:
             if txn is None and info.framework == "django" and not info.locked:
                 self.report(call, "TXN108", deferrable=True, message=txn108.message(line))
             self.row_locks.append((line, txn))
+            self.lock_models[line] = info.model
         elif info.locked:
             self.row_locks.append((line, None))
 
@@ -778,6 +784,9 @@ class FunctionAnalyzer:
                 if isinstance(value, cst.Name) and value.value in self.entities:
                     self.entities[n] = self.entities[value.value]          # alias
                     continue
+                if n in self.entities and isinstance(value, cst.Name) and value.value == "None" and \
+                        self.entities[n].maybe_none:
+                    continue        # ``else: found = None``: the lookup's miss, on another branch
                 if n in self.entities:
                     del self.entities[n]
                 if n not in qs_set:
@@ -1363,7 +1372,8 @@ class FunctionAnalyzer:
         if found is not None:
             kind, what = found[0], found[1]
             models = found[2] if len(found) > 2 else models_in(test)
-            check = Check(line, CheckKind(kind), what, tuple(self.stack), self.protected_now(),
+            check = Check(line, CheckKind(kind), what, tuple(self.stack),
+                          self.protected_now(models if CheckKind(kind).missing_row else frozenset()),
                           models, found[3] if len(found) > 3 else None,
                           column=found[4] if len(found) > 4 else None)
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
@@ -1583,6 +1593,7 @@ class FunctionAnalyzer:
                 if self.in_txn() is None and info.framework == "django":
                     self.report(node, "TXN108", deferrable=True, message=txn108.message(line, loop=True))
                 self.row_locks.append((line, self.in_txn()))
+                self.lock_models[line] = info.model
                 info = fake
             self.new_entity(node.target.value, info, line, source="loop")
         self.block(node.body)
@@ -1711,7 +1722,8 @@ class FunctionAnalyzer:
             miss = None
             if get_line is not None and h.type is not None and NOT_FOUND_ERRORS.search(code_of(h.type)):
                 miss = Check(get_line, CheckKind.NONE, f"a missing row (a lookup whose `{code_of(h.type)}` is caught)",
-                             tuple(self.stack), self.protected_now(), maybe_models(get_model))
+                             tuple(self.stack), self.protected_now(maybe_models(get_model)),
+                             maybe_models(get_model))
                 miss.lookup = get_lookup
                 self.checks.append(miss)
             self.block(h.body)

@@ -112,6 +112,9 @@ class Returned:
 #: project helper that adds them (``with_row_locks(query, skip_locked=True)``)
 _LOCKING = re.compile(r"for_update|skip_locked|nowait=|\b\w*_locks?\(|\block_\w*\(", re.I)
 
+#: local names that hold a model class in generic code (``model(**kwargs)`` makes a row)
+_CLASS_HOLDERS = frozenset({"model", "klass", "model_class", "model_cls", "related_model"})
+
 #: a row picked by its position (what a prune deletes)
 _PICKED = frozenset({"first", "last", "earliest", "latest"})
 
@@ -1019,7 +1022,7 @@ class FunctionAnalyzer:
         if term in ("save", "put") and recv_name in self.new_objects:
             made = self.new_objects[recv_name]
             # a form's or serializer's save() inserts a row of a model it does not name
-            model = None if made.endswith(_FORM_CLASSES) else made
+            model = None if made.endswith(_FORM_CLASSES) or made == "object" else made
             self.act(call, f"`{recv_name}.{term}()` of a new object", model, "create")
             return
         if term in ("save", "put") and isinstance(recv, cst.Call) and \
@@ -1610,7 +1613,7 @@ class FunctionAnalyzer:
                 self.constructed(value)
             if model is not None:
                 self.act(call, f"`{label(call.func)}()` of a new `{model}`",
-                         None if model.endswith(_FORM_CLASSES) else model, "create")
+                         None if model.endswith(_FORM_CLASSES) or model == "object" else model, "create")
                 return
 
     def constructed(self, value: cst.BaseExpression) -> Optional[str]:
@@ -1624,6 +1627,8 @@ class FunctionAnalyzer:
             return last
         if func == "cls" and self.is_method:
             return self.qualname.split(".", 1)[0]
+        if func in _CLASS_HOLDERS:
+            return "object"         # ``model = self.related.related_model; obj = model(...)``
         return None
 
     def note_selection(self, targets, value: cst.BaseExpression, line: int) -> None:

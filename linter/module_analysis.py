@@ -348,12 +348,30 @@ class ModuleAnalyzer:
             memo[key] = ok
             return ok
 
+        def shows_unprotected(fa: FunctionAnalyzer, need: str, visiting: frozenset) -> bool:
+            """Whether the project shows a path of calls into ``fa`` from an entry point (a
+            function nothing calls that is not a method) with no protection on the way."""
+            if id(fa) in visiting:
+                return False
+            for site in callers.get(id(fa), []):
+                held = any(sc.kind == need for sc in site.stack) if need in ("txn", "lock") \
+                    else bool(site.stack)
+                if held:
+                    continue
+                up = site.caller
+                if not callers.get(id(up)) and not up.is_method:
+                    return True             # an entry point calls it unprotected
+                if shows_unprotected(up, need, visiting | {id(fa)}):
+                    return True
+            return False
+
         for mod in modules:
             for fa in mod.functions.values():
                 for finding, need in fa.deferred:
                     if not protected(fa, need, frozenset()):
-                        mod.findings.append(txn108.settle(finding, fa.write_lines,
-                                                          bool(callers.get(id(fa)))))
+                        sites = callers.get(id(fa), [])
+                        mod.findings.append(txn108.settle(finding, fa.write_lines, bool(sites),
+                                                          not shows_unprotected(fa, need, frozenset())))
                 fa.deferred = []
 
     def _param_writes(self, site: CallSite, callee: FunctionAnalyzer) -> None:

@@ -12,7 +12,12 @@ runs it inside a transaction is fine.  What is left is settled here:
   that caller's lock protects nothing, ``HIGH``;
 * it only takes the lock for its caller and the project shows no caller at all (a public
   helper of a library, called from outside it): whether a transaction is held depends on
-  code the project cannot show, ``Confidence.LOW``.
+  code the project cannot show, ``Confidence.LOW``;
+* no path of calls the project shows reaches it from an entry point without a transaction,
+  but it cannot show them all (a model method, called as ``row.method()`` across the code
+  base): ``LOW`` too.  On Django such a
+  call outside a transaction raises ``TransactionManagementError``, so a path no caller
+  shows is one no test has run.
 """
 from __future__ import annotations
 
@@ -49,8 +54,16 @@ def for_caller(lock_line: int, uses: list[int]) -> bool:
     return not any(line >= lock_line for line in uses)
 
 
-def settle(finding: Finding, uses: list[int], called: bool) -> Finding:
-    """The deferred TXN108 ``finding`` of a function whose callers did not all protect it."""
-    if finding.code != CODE or called or not for_caller(finding.line, uses):
+def settle(finding: Finding, uses: list[int], called: bool, seen_protected: bool = False) -> Finding:
+    """The deferred TXN108 ``finding`` of a function whose callers did not all protect it.
+
+    ``seen_protected``: no path of calls the project shows reaches it from an entry point
+    without a transaction, so only calls it cannot see (a model method's callers across the
+    code base) may hold none: ``LOW``."""
+    if finding.code != CODE:
+        return finding
+    if called and seen_protected:
+        return dataclasses.replace(finding, confidence=Confidence.LOW)
+    if called or not for_caller(finding.line, uses):
         return finding
     return dataclasses.replace(finding, confidence=Confidence.LOW)

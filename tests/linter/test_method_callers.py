@@ -138,3 +138,37 @@ def test_a_lock_taken_only_for_callers_the_project_does_not_show_is_low_confiden
     assert confidences(run(models=REFRESH, views=header + TAKE), "models.py") == [("TXN108", "high")]
     atomic = TAKE.replace("def take", "@transaction.atomic\ndef take")
     assert confidences(run(models=REFRESH, views=header + atomic), "models.py") == []
+
+
+SOURCE_SAVE = textwrap.dedent("""\
+    from django.db import models
+
+
+    class Unit(models.Model):
+        state = models.IntegerField()
+
+        def save(self, *args, **kwargs):
+            super().save(*args, **kwargs)
+            self.source_unit_save()
+
+        def source_unit_save(self):
+            for unit in self.unit_set.select_for_update():
+                unit.state = 0
+                unit.save()
+    """)
+
+
+def test_a_lock_reached_only_through_a_model_method_with_unseen_callers_is_low_confidence():
+    """``save()`` calls the locking method, and nothing the project shows calls ``save()``
+    outside a transaction (its calls are everywhere, as ``row.save()``): LOW.  A view that
+    calls the locking method outside a transaction is an entry point the project shows: HIGH."""
+    def run(**files):
+        parsed = [(f"app/{n}.py", t, ast.parse(t)) for n, t in files.items()]
+        return {p.split("/")[-1]: fs for p, fs in analyze_project(parsed, Config(), ["."]).items()}
+    assert confidences(run(models=SOURCE_SAVE), "models.py") == [("TXN108", "low")]
+    view = HEADER.replace("Device", "Unit") + textwrap.dedent("""\
+        def resave(request, pk):
+            unit = Unit.objects.get(pk=pk)
+            unit.source_unit_save()
+        """)
+    assert confidences(run(models=SOURCE_SAVE, views=view), "models.py") == [("TXN108", "high")]

@@ -171,6 +171,28 @@ def unique_keys(sources: Iterable[tuple[str, ast.AST]]) -> UniqueKeys:
     return found
 
 
+def class_bases(tree: ast.AST) -> dict[str, tuple[str, ...]]:
+    """Class -> the last names of its bases, for classes that have some (``class
+    Order(AbstractOrder)``): a model inherits the unique keys its bases declare."""
+    return {node.name: tuple(b for b in map(last_name, node.bases) if b and b[:1].isupper())
+            for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.bases}
+
+
+def inherit_keys(keys: dict[str, list], bases: dict[str, tuple[str, ...]]) -> None:
+    """Give each class the unique keys of its bases (an abstract model's fields are the
+    concrete model's; a parent's unique column stays unique for its children), in place."""
+    changed = True
+    while changed:
+        changed = False
+        for cls, names in bases.items():
+            for base in names:
+                for key in keys.get(base, ()):
+                    mine = keys.setdefault(cls, [])
+                    if key not in mine:
+                        mine.append(key)
+                        changed = True
+
+
 def covered(keys: list[frozenset[str]], given: frozenset[str] | None) -> bool:
     """Whether an insert that sets ``given`` (None: not known) meets a declared unique key."""
     if not keys:

@@ -70,7 +70,7 @@ class _Positions:
 
 class CallSite:
     __slots__ = ("callee", "line", "col", "stack", "args", "live", "caller", "receiver",
-                 "module_alias", "checks", "guarded", "names")
+                 "module_alias", "checks", "guarded", "names", "on_self")
 
     def __init__(self, callee, line, col, stack, args, live, caller, receiver, module_alias=None):
         self.module_alias = module_alias   # ``services`` in ``services.award_bonus(...)``
@@ -88,6 +88,8 @@ class CallSite:
         self.guarded = False
         #: the names the call's arguments read
         self.names: frozenset = frozenset()
+        #: ``self.method(...)`` in a method: the callee is this class's own
+        self.on_self = False
 
 
 #: class-name endings of objects whose ``save()`` inserts a row (DRF serializers, ModelForms)
@@ -1174,6 +1176,7 @@ class FunctionAnalyzer:
         site = CallSite(term, self.line(call), self.col(call), tuple(self.stack), args, live,
                         self, receiver, module_alias)
         site.checks = tuple(dataclasses.replace(c) for c in self.checks if not c.used)
+        site.on_self = recv_name == "self" and self.is_method
         site.guarded = self.integrity_depth > 0
         site.names = frozenset(names_in(call))
         self.mod.call_sites.append(site)
@@ -1499,6 +1502,9 @@ class FunctionAnalyzer:
         previous:``): the caller's check, as it stood at the call, and the callee's insert."""
         if site.guarded or not site.checks or not callee.creates:
             return
+        if callee.is_method != site.on_self or (callee.is_method and
+                                                callee.qualname.split(".")[0] != self.qualname.split(".")[0]):
+            return      # only a module function, or a method of this class called on ``self``
         c_line, model = callee.creates[0]
         where = "line" if callee.mod is self.mod else \
             f"{os.path.basename(callee.mod.filename) or 'another module'} line"

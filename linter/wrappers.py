@@ -31,7 +31,7 @@ import re
 from typing import Iterable, Sequence
 
 from .config import LOCKS, TRANSACTIONS, Config, name_matches
-from .constraints import manager_attributes, unique_keys
+from .constraints import class_bases, inherit_keys, manager_attributes, unique_keys
 from .relations import finish as finish_relations, merge as merge_relations, relations
 
 _CONTEXT_MANAGER_DECORATORS = {"contextmanager", "asynccontextmanager"}
@@ -146,6 +146,8 @@ class FileFacts:
     managers: frozenset[str] = frozenset()
     #: model -> its relation attributes, reverse sides included (relations.py)
     relations: tuple[tuple[str, frozenset[str]], ...] = ()
+    #: class -> its bases' names: unique keys pass to subclasses (constraints.inherit_keys)
+    bases: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
@@ -155,7 +157,8 @@ def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
     return FileFacts(frozenset(txns), frozenset(locks),
                      tuple((model, tuple(found)) for model, found in keys.items()),
                      manager_attributes([(source, tree)]),
-                     tuple(sorted(relations([(source, tree)]).items())))
+                     tuple(sorted(relations([(source, tree)]).items())),
+                     tuple(sorted(class_bases(tree).items())))
 
 
 def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
@@ -166,7 +169,9 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     keys: dict[str, list] = {}
     managers: set[str] = set()
     related: dict[str, set[str]] = {}
+    bases: dict[str, tuple[str, ...]] = {}
     for f in facts:
+        bases.update(f.bases)
         txns |= f.transactions
         locks |= f.locks
         managers |= f.managers
@@ -178,6 +183,7 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     merged = dict(cfg.unique_keys)
     for model, found in keys.items():
         merged[model] = merged.get(model, []) + found
+    inherit_keys(merged, bases)
     return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
                                unique_keys=merged, managers=cfg.managers | managers,
                                relations=finish_relations(related) or cfg.relations)

@@ -14,6 +14,8 @@ the ``ast`` of model classes, for Django and SQLAlchemy alike:
   ``__table__ = table``.
 
 A relation ``user`` and its column ``user_id`` are one column (``column()``), as is ``pk`` and ``id``.
+A model inherits the keys its bases declare (``class Order(AbstractOrder)``: ``inherit_keys``,
+applied over the whole project's classes).
 Models are known by class name, as everywhere in the linter.  Partial unique indexes
 (with a condition) still count: the linter cannot tell whether the insert meets the condition.
 """

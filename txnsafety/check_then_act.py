@@ -4,7 +4,8 @@ The checker sees both halves of a check-then-act.  An integration tells it
 
 * :func:`note_lookup` — a lookup on a model keyed on exact column values found
   nothing (``exists()`` false, ``DoesNotExist``, ``first()`` / ``scalar_one_or_none()``
-  returning nothing, a ``count()`` of 0);
+  returning nothing, a ``count()`` of 0), or counted rows and compared the count with a
+  limit (``count() < capacity``, told by :mod:`txnsafety.limits`);
 * :func:`note_insert` — a row of that model is inserted, with its column values
   and the model's unique keys (primary key, ``unique=True``, ``unique_together``,
   ``UniqueConstraint``, a table's unique constraints and indexes).
@@ -15,6 +16,11 @@ the second insert), a lock lease held at the check and still held, a serializabl
 transaction around both, or a row lock (FOR UPDATE) taken in the same transaction
 before the check (it serializes the requests that take it).  ``get_or_create()``
 and its kin are told apart by the integration (:func:`atomic_block`).
+
+A count under a limit is settled by the lock or the serializable transaction only:
+a unique key can bound a count at one row, never at a capacity, so the report of a
+count does not offer one (a unique key within the count's keys still rejects the insert
+itself, so that pair is not reported).
 
 Key values are kept in the request's memory only to compare them; reports name the
 key columns, never their values.
@@ -61,18 +67,19 @@ def _value(value: Any) -> Any:
 
 
 def note_lookup(scope: RequestScope, model: type, keys: Mapping[str, Any], kind: str,
-                transaction: Transaction | None, depth: int = 1) -> None:
+                transaction: Transaction | None, depth: int = 1, limit: bool = False) -> None:
     """Remember that a lookup of ``model`` keyed on ``keys`` (column -> value) was a check.
 
     ``kind`` says what it was (``"exists() false"``, ``"DoesNotExist"``...), for the report;
-    the check site is the first user frame from the caller's (``depth`` 1) outward.
+    ``limit`` that it was a count compared with a limit rather than a lookup that found
+    nothing; the check site is the first user frame from the caller's (``depth`` 1) outward.
     """
     if not keys or _atomic.get():
         return
     items = frozenset((name, _value(value)) for name, value in keys.items())
     locked = (transaction is not None and scope.locked_roots is not None
               and transaction.root_id in scope.locked_roots)
-    entry = (items, transaction, held_leases(), locked, kind, user_site(depth))
+    entry = (items, transaction, held_leases(), locked, kind, user_site(depth), limit)
     lookups = scope.lookups
     if lookups is None:
         lookups = scope.lookups = {}
@@ -105,7 +112,7 @@ def note_insert(scope: RequestScope, model: type, values: Mapping[str, Any], uni
         return
     unique_keys = None
     for entry in list(pending):
-        items, check_txn, leases, locked, kind, check_site = entry
+        items, check_txn, leases, locked, kind, check_site, limit = entry
         if not all(name in values and _value(values[name]) == value for name, value in items):
             continue
         pending.remove(entry)  # acted on: one report per check
@@ -121,12 +128,22 @@ def note_insert(scope: RequestScope, model: type, values: Mapping[str, Any], uni
             continue
         sites_wanted.add(model)
         report(Violation(
-            Code.TXN105, f"check-then-act: a lookup found no row ({kind}), then this insert keyed on the same "
-            "values, with nothing making the pair atomic: two requests can both pass the check and both "
-            "insert. Add a unique constraint on the keys (and handle IntegrityError), use get_or_create() "
-            "with one, or hold a lock across both", model_label, None if key is None else str(key),
+            Code.TXN105, _LIMIT_MESSAGE.format(kind=kind) if limit else _MESSAGE.format(kind=kind),
+            model_label, None if key is None else str(key),
             read_site=check_site, write_site=site,
             detail={"keys": ", ".join(sorted(names)), "check": kind}, request_id=scope.id))
+
+
+_MESSAGE = (
+    "check-then-act: a lookup found no row ({kind}), then this insert keyed on the same values, with nothing "
+    "making the pair atomic: two requests can both pass the check and both insert. Add a unique constraint on "
+    "the keys (and handle IntegrityError), use get_or_create() with one, or hold a lock across both")
+_LIMIT_MESSAGE = (
+    "check-then-act: rows were counted and the count compared with a limit ({kind}), then this insert keyed on "
+    "the same values, with nothing making the pair atomic: two requests can both count under the limit and both "
+    "insert, one over it. Lock the parent row (select_for_update() / with_for_update()) in the same "
+    "transaction before counting, or count and insert in a serializable transaction (a unique constraint "
+    "cannot bound a count)")
 
 
 def _atomic_pair(check_txn: Transaction | None, txn: Transaction | None, leases: tuple[Any, ...],

@@ -1,0 +1,99 @@
+"""Whether the value a call returns is compared with a limit (``count() < capacity``).
+
+A ``count()`` of some rows is the check of a check-then-act only when the code
+compares it with a limit (``if seats.count() < event.capacity: create(...)``); the
+same count shown in a page or asserted in a test (``assertEqual(qs.count(), 2)``)
+is no check.  The ORM cannot tell, the caller's bytecode can: the checker looks at
+the user frame that made the call and follows the returned value forward, through
+an ``await`` and through one local variable (``n = qs.count()`` ... ``if n >= cap``),
+to the first comparison or the end of the expression.  An ordering comparison
+(``<``, ``<=``, ``>``, ``>=``) is a limit; ``==`` is not (that is what asserts do).
+
+The verdict is cached per (code object, instruction), so a count in a loop is
+decided once; only a count that found rows inside a checker scope asks.
+"""
+from __future__ import annotations
+
+import dis
+from types import CodeType, FrameType
+
+#: Comparisons that compare with a limit.
+_ORDER = frozenset({"<", "<=", ">", ">="})
+#: The instructions of an ``await`` between the call and the use of its value.
+_AWAIT = frozenset({"GET_AWAITABLE", "SEND", "YIELD_VALUE", "RESUME", "JUMP_BACKWARD_NO_INTERRUPT",
+                    "END_SEND", "CLEANUP_THROW", "NOP", "EXTENDED_ARG", "CACHE", "PRECALL"})
+_STORE = frozenset({"STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"})
+_LOAD = frozenset({"LOAD_FAST", "LOAD_NAME", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_CLASSDEREF",
+                   "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"})
+#: How far after the call (or a load of the variable) a comparison may be.
+_REACH = 16
+
+_verdicts: dict[tuple[CodeType, int], bool] = {}
+_code_instructions: dict[CodeType, tuple[list[dis.Instruction], dict[int, int]]] = {}
+
+
+def compared_with_limit(frame: FrameType | None) -> bool:
+    """Whether the call ``frame`` is making (or awaiting) has its result compared with a limit."""
+    if frame is None:
+        return False
+    code, at = frame.f_code, frame.f_lasti
+    verdict = _verdicts.get((code, at))
+    if verdict is None:
+        try:
+            verdict = _decide(code, at)
+        except Exception:  # an unknown bytecode shape: no check (the checker never breaks a request)
+            verdict = False
+        if len(_verdicts) < 10_000:
+            _verdicts[(code, at)] = verdict
+    return verdict
+
+
+def _instructions(code: CodeType) -> tuple[list[dis.Instruction], dict[int, int]]:
+    known = _code_instructions.get(code)
+    if known is None:
+        instructions = list(dis.get_instructions(code))
+        known = (instructions, {ins.offset: i for i, ins in enumerate(instructions)})
+        if len(_code_instructions) < 2_000:
+            _code_instructions[code] = known
+    return known
+
+
+def _decide(code: CodeType, at: int) -> bool:
+    instructions, index = _instructions(code)
+    start = index.get(at)
+    if start is None:  # f_lasti inside an instruction's inline cache: the instruction before it
+        start = max((i for off, i in index.items() if off <= at), default=None)
+        if start is None:
+            return False
+    return _flows_to_limit(instructions, start + 1, follow_store=True)
+
+
+def _flows_to_limit(instructions: list[dis.Instruction], start: int, follow_store: bool) -> bool:
+    """Follow the value on top of the stack at ``start`` to its first use that settles it."""
+    seen = 0
+    for i in range(start, min(len(instructions), start + _REACH)):
+        ins = instructions[i]
+        name = ins.opname
+        if name in _AWAIT or (name == "LOAD_CONST" and ins.argval is None and seen == 0):
+            continue
+        if name == "COMPARE_OP":
+            return str(ins.argval).replace("bool(", "").rstrip(")") in _ORDER
+        if name in _STORE:
+            if seen == 0 and follow_store:
+                return _loads_compared(instructions, i, ins.argval)
+            return False
+        if name.startswith(("POP_JUMP", "JUMP", "RETURN", "RAISE", "RERAISE", "POP_TOP", "FOR_ITER")):
+            return False
+        seen += 1
+    return False
+
+
+def _loads_compared(instructions: list[dis.Instruction], stored_at: int, variable: object) -> bool:
+    """Whether a later load of ``variable`` is compared with a limit (before it is stored again)."""
+    for i in range(stored_at + 1, len(instructions)):
+        ins = instructions[i]
+        if ins.opname in _STORE and ins.argval == variable:
+            return False
+        if ins.opname in _LOAD and ins.argval == variable and _flows_to_limit(instructions, i + 1, False):
+            return True
+    return False

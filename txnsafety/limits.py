@@ -5,9 +5,12 @@ compares it with a limit (``if seats.count() < event.capacity: create(...)``); t
 same count shown in a page or asserted in a test (``assertEqual(qs.count(), 2)``)
 is no check.  The ORM cannot tell, the caller's bytecode can: the checker looks at
 the user frame that made the call and follows the returned value forward, through
-an ``await`` and through one local variable (``n = qs.count()`` ... ``if n >= cap``),
-to the first comparison or the end of the expression.  An ordering comparison
-(``<``, ``<=``, ``>``, ``>=``) is a limit; ``==`` is not (that is what asserts do).
+an ``await``, through one local variable (``n = qs.count()`` ... ``if n >= cap``)
+and out of a helper that returns it (``def sold(): return qs.count()``, up to three
+callers), to the first comparison or the end of the expression.  An ordering comparison
+(``<``, ``<=``, ``>``, ``>=``) is a limit, except with 0 or 1 (``count() > 0`` asks
+whether rows exist, and a count that found some says they do); ``==`` is not a limit
+(that is what asserts do).
 
 The verdict is cached per (code object, instruction), so a count in a loop is
 decided once; only a count that found rows inside a checker scope asks.
@@ -28,24 +31,33 @@ _LOAD = frozenset({"LOAD_FAST", "LOAD_NAME", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_
 #: How far after the call (or a load of the variable) a comparison may be.
 _REACH = 16
 
-_verdicts: dict[tuple[CodeType, int], bool] = {}
+#: How many callers a returned count is followed into.
+_RETURNS = 3
+#: A verdict: the value is returned to the caller (look there).
+_RETURNED = 2
+
+_verdicts: dict[tuple[CodeType, int], int] = {}
 _code_instructions: dict[CodeType, tuple[list[dis.Instruction], dict[int, int]]] = {}
 
 
 def compared_with_limit(frame: FrameType | None) -> bool:
     """Whether the call ``frame`` is making (or awaiting) has its result compared with a limit."""
-    if frame is None:
-        return False
-    code, at = frame.f_code, frame.f_lasti
-    verdict = _verdicts.get((code, at))
-    if verdict is None:
-        try:
-            verdict = _decide(code, at)
-        except Exception:  # an unknown bytecode shape: no check (the checker never breaks a request)
-            verdict = False
-        if len(_verdicts) < 10_000:
-            _verdicts[(code, at)] = verdict
-    return verdict
+    for _ in range(_RETURNS + 1):
+        if frame is None:
+            return False
+        code, at = frame.f_code, frame.f_lasti
+        verdict = _verdicts.get((code, at))
+        if verdict is None:
+            try:
+                verdict = _decide(code, at)
+            except Exception:  # an unknown bytecode shape: no check (the checker never breaks a request)
+                verdict = 0
+            if len(_verdicts) < 10_000:
+                _verdicts[(code, at)] = verdict
+        if verdict != _RETURNED:
+            return bool(verdict)
+        frame = frame.f_back
+    return False
 
 
 def _instructions(code: CodeType) -> tuple[list[dis.Instruction], dict[int, int]]:
@@ -58,17 +70,17 @@ def _instructions(code: CodeType) -> tuple[list[dis.Instruction], dict[int, int]
     return known
 
 
-def _decide(code: CodeType, at: int) -> bool:
+def _decide(code: CodeType, at: int) -> int:
     instructions, index = _instructions(code)
     start = index.get(at)
     if start is None:  # f_lasti inside an instruction's inline cache: the instruction before it
         start = max((i for off, i in index.items() if off <= at), default=None)
         if start is None:
-            return False
+            return 0
     return _flows_to_limit(instructions, start + 1, follow_store=True)
 
 
-def _flows_to_limit(instructions: list[dis.Instruction], start: int, follow_store: bool) -> bool:
+def _flows_to_limit(instructions: list[dis.Instruction], start: int, follow_store: bool) -> int:
     """Follow the value on top of the stack at ``start`` to its first use that settles it."""
     seen = 0
     for i in range(start, min(len(instructions), start + _REACH)):
@@ -77,23 +89,31 @@ def _flows_to_limit(instructions: list[dis.Instruction], start: int, follow_stor
         if name in _AWAIT or (name == "LOAD_CONST" and ins.argval is None and seen == 0):
             continue
         if name == "COMPARE_OP":
-            return str(ins.argval).replace("bool(", "").rstrip(")") in _ORDER
+            before = instructions[i - 1]
+            if before.opname == "LOAD_CONST" and before.argval in (0, 1) and type(before.argval) is int:
+                return 0  # count() > 0, >= 1: whether rows exist, and some did
+            return int(str(ins.argval).replace("bool(", "").rstrip(")") in _ORDER)
+        if name == "RETURN_VALUE" and seen == 0:
+            return _RETURNED
         if name in _STORE:
             if seen == 0 and follow_store:
                 return _loads_compared(instructions, i, ins.argval)
-            return False
+            return 0
         if name.startswith(("POP_JUMP", "JUMP", "RETURN", "RAISE", "RERAISE", "POP_TOP", "FOR_ITER")):
-            return False
+            return 0
         seen += 1
-    return False
+    return 0
 
 
-def _loads_compared(instructions: list[dis.Instruction], stored_at: int, variable: object) -> bool:
-    """Whether a later load of ``variable`` is compared with a limit (before it is stored again)."""
+def _loads_compared(instructions: list[dis.Instruction], stored_at: int, variable: object) -> int:
+    """Whether a later load of ``variable`` is compared with a limit or returned (before it is
+    stored again)."""
     for i in range(stored_at + 1, len(instructions)):
         ins = instructions[i]
         if ins.opname in _STORE and ins.argval == variable:
-            return False
-        if ins.opname in _LOAD and ins.argval == variable and _flows_to_limit(instructions, i + 1, False):
-            return True
-    return False
+            return 0
+        if ins.opname in _LOAD and ins.argval == variable:
+            verdict = _flows_to_limit(instructions, i + 1, False)
+            if verdict:
+                return verdict
+    return 0

@@ -205,4 +205,3 @@ def test_the_parent_row_lock_keeps_two_requests_to_the_capacity(alias, postgres_
     assert booked == {2: True, 3: False}
     assert Seat.objects.using(alias).count() == 2
     assert txnsafety_violations == []
-

@@ -22,7 +22,7 @@ from sqlalchemy.engine import result as sa_result
 from sqlalchemy.sql import functions, operators
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, BooleanClauseList
 from sqlalchemy.sql.schema import Column, Table, UniqueConstraint
-from sqlalchemy.sql.selectable import Exists, Select, Subquery
+from sqlalchemy.sql.selectable import AliasedReturnsRows, Exists, Select
 
 from .. import check_then_act, checker, context, limits
 from ..config import settings
@@ -101,9 +101,12 @@ def _counted_select(statement: Any) -> Any:
         froms = statement.get_final_froms()
     except Exception:
         return None
-    if len(froms) == 1 and isinstance(froms[0], Subquery) and isinstance(froms[0].element, Select):
-        return froms[0].element
-    return None
+    if len(froms) != 1:
+        return None
+    inner = froms[0]
+    while isinstance(inner, AliasedReturnsRows):  # an alias of the query's subquery
+        inner = inner.element
+    return inner if isinstance(inner, Select) else None
 
 
 def _class_of(select: Any) -> Any:

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from .codes import Code
 from .context import RequestScope, Transaction, held_leases
 from .report import Violation, report
-from .sites import Site, sites_wanted, user_site
+from .sites import Site, frames_here, is_library_file, sites_wanted, user_frame
 
 #: Empty lookups kept per model and request (a loop of lookups keeps the latest ones).
 MAX_LOOKUPS = 64
@@ -79,7 +79,9 @@ def note_lookup(scope: RequestScope, model: type, keys: Mapping[str, Any], kind:
     items = frozenset((name, _value(value)) for name, value in keys.items())
     locked = (transaction is not None and scope.locked_roots is not None
               and transaction.root_id in scope.locked_roots)
-    entry = (items, transaction, held_leases(), locked, kind, user_site(depth), limit)
+    frame = user_frame(depth)
+    site = None if frame is None else Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    entry = (items, transaction, held_leases(), locked, kind, site, limit, _extent(frame))
     lookups = scope.lookups
     if lookups is None:
         lookups = scope.lookups = {}
@@ -112,7 +114,7 @@ def note_insert(scope: RequestScope, model: type, values: Mapping[str, Any], uni
         return
     unique_keys = None
     for entry in list(pending):
-        items, check_txn, leases, locked, kind, check_site, limit = entry
+        items, check_txn, leases, locked, kind, check_site, limit, extent = entry
         if not all(name in values and _value(values[name]) == value for name, value in items):
             continue
         pending.remove(entry)  # acted on: one report per check
@@ -123,6 +125,8 @@ def note_insert(scope: RequestScope, model: type, values: Mapping[str, Any], uni
             continue  # the database rejects the second insert
         if _atomic_pair(check_txn, transaction, leases, locked):
             continue
+        if extent and not _running(extent):
+            continue  # the code that made the check has returned: this insert is not what it guarded
         site, internal = locate()
         if internal:
             continue
@@ -144,6 +148,33 @@ _LIMIT_MESSAGE = (
     "insert, one over it. Lock the parent row (select_for_update() / with_for_update()) in the same "
     "transaction before counting, or count and insert in a serializable transaction (a unique constraint "
     "cannot bound a count)")
+
+
+def _extent(frame: Any) -> frozenset[tuple[int, Any]]:
+    """Marks of the check's function and of the user function that called it: the check
+    guards what runs before the latter returns (``if not exists(): create()``, or a helper's
+    check acted on by its caller).  A check made in one call and an insert made later by
+    unrelated code (a validation's ``exists()``, then a factory's ``create()``) is no pair.
+    Ids with code objects: frames are not kept alive; an id reused by the same function's
+    next call counts as the same (a loop of check and insert)."""
+    if frame is None:
+        return frozenset()
+    marks = {(id(frame), frame.f_code)}
+    outer = frame.f_back
+    while outer is not None and is_library_file(outer.f_code.co_filename, outer.f_globals):
+        outer = outer.f_back
+    if outer is not None:
+        marks.add((id(outer), outer.f_code))
+    return frozenset(marks)
+
+
+def _running(extent: frozenset[tuple[int, Any]]) -> bool:
+    """Whether a frame marked in ``extent`` is on the stack of the insert (across greenlet and
+    ``sync_to_async`` hops: the awaiting coroutine counts)."""
+    for frame in frames_here(2):
+        if (id(frame), frame.f_code) in extent:
+            return True
+    return False
 
 
 def _atomic_pair(check_txn: Transaction | None, txn: Transaction | None, leases: tuple[Any, ...],

@@ -127,6 +127,24 @@ def user_frame(skip: int = 1) -> Any:
     return caller_frame.get()
 
 
+def frames_here(skip: int = 1) -> Iterator[Any]:
+    """Every frame above the caller, then each parent greenlet's, then the coroutine
+    awaiting a ``sync_to_async`` hop (for rare questions: no caching, no speed)."""
+    try:
+        frame: Any = sys._getframe(skip + 1)
+    except ValueError:
+        return
+    for segment in _segments(frame):
+        frame = segment
+        while frame is not None:
+            yield frame
+            frame = frame.f_back
+    awaiting = caller_frame.get()
+    while awaiting is not None:
+        yield awaiting
+        awaiting = awaiting.f_back
+
+
 def site_from(frame: Any) -> Site | None:
     """:func:`user_site`, starting at ``frame`` (a caller's frame kept for later)."""
     verdicts = _verdicts

@@ -103,3 +103,34 @@ def test_an_awaited_count_is_followed_past_the_await():
 
 def test_no_frame_is_no_limit():
     assert compared_with_limit(None) is False
+
+
+def test_a_count_of_none_is_tested_when_it_decides_a_branch():
+    from txnsafety.limits import tested
+
+    class Zero(Counter):
+        def count(self) -> int:
+            self.verdicts.append(tested(sys._getframe(1)))
+            return 0
+
+    def branch(q):
+        if not q.count():
+            return 1
+        return 2
+
+    def compared(q):
+        return q.count() == 0
+
+    def asserted(q):
+        assert q.count() == 0
+
+    def shown(q):
+        return f"{q.count()}"
+
+    def passed_on(q):
+        return max(q.count() == 0, 0)
+
+    q = Zero()
+    for fn in (branch, compared, asserted, shown, passed_on):
+        fn(q)
+    assert q.verdicts == [True, True, False, False, False]

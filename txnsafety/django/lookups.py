@@ -2,8 +2,8 @@
 
 A check is a queryset evaluation keyed on exact column values of its model that
 found nothing: ``get()`` raising ``DoesNotExist``, ``exists()`` false, ``first()`` /
-``last()`` returning None, ``count()`` returning 0 — or ``count()`` of some rows compared
-with a limit by the calling line (:mod:`txnsafety.limits`).  The public
+``last()`` returning None, ``count()`` returning 0 where the calling line tests it — or
+``count()`` of some rows compared with a limit by the calling line (:mod:`txnsafety.limits`).  The public
 methods are wrapped (``aexists``... run them through ``sync_to_async``); each costs one
 call and one test of its result.  ``get()`` is not: ``DoesNotExist`` is caught where it
 is made, so a ``get()`` that finds its row costs nothing.  The
@@ -119,10 +119,13 @@ def _last(self: QuerySet) -> Any:
 
 def _count(self: QuerySet) -> int:
     number = _originals["count"](self)
+    if not settings.enabled or _get_state()[0] is None:
+        return number
     if not number:
-        _check(self, "count() found none")
-    elif settings.enabled and _get_state()[0] is not None and limits.compared_with_limit(user_frame(1)):
-        _check(self, "count() under a limit", limit=True)  # shown or asserted counts are no check
+        if limits.tested(user_frame(1)):  # a count of none shown or asserted is no check
+            _check(self, "count() found none")
+    elif limits.compared_with_limit(user_frame(1)):
+        _check(self, "count() under a limit", limit=True)
     return number
 
 

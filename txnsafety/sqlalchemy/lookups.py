@@ -76,8 +76,8 @@ def _check(result: Any, row: Any) -> None:
         model, where, kind = _class_of(inner), inner.whereclause, "exists() false"
     elif type(row) is int and isinstance(expr, functions.count):
         limit = row != 0
-        if limit and not limits.compared_with_limit(user_frame(1)):
-            return  # a count of some rows shown or asserted: no check
+        if not (limits.compared_with_limit(user_frame(1)) if limit else limits.tested(user_frame(1))):
+            return  # a count shown, asserted or passed on: no check
         model = described.get("entity") or _class_of(statement)
         where = statement.whereclause
         if model is None:  # Query.count(): SELECT count(*) FROM (the query's SELECT)

@@ -241,6 +241,7 @@ def main() -> None:
                         help="clone a git project from URL (a local mirror) instead of its own")
     parser.add_argument("--checked-only", action="store_true",
                         help="skip the run without txnsafety (reports only, no time comparison)")
+    parser.add_argument("--plain-only", action="store_true", help="only the run without txnsafety (its time)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -252,6 +253,11 @@ def main() -> None:
         plain = {"counts": collections.Counter(), "time": 0.0, "failed": set(), "reports": []}
         if not args.checked_only:
             plain = suite(project, source, python, work, checked=False)
+        if args.plain_only:
+            c = plain["counts"]
+            print(f"\n== {project.name} {project.version} without txnsafety: {c['passed']} passed "
+                  f"{c['failed']} failed {c['skipped']} skipped {plain['time']:.1f} s")
+            continue
         checked = suite(project, source, python, work, checked=True)
         summarize(project, plain, checked)
         print(f"  reports as JSON: {work / f'{project.name}-reports.json'}")

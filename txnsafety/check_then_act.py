@@ -15,7 +15,10 @@ makes the pair atomic: a unique key within the lookup's keys (the database rejec
 the second insert), a lock lease held at the check and still held, a serializable
 transaction around both, or a row lock (FOR UPDATE) taken in the same transaction
 before the check (it serializes the requests that take it).  ``get_or_create()``
-and its kin are told apart by the integration (:func:`atomic_block`).
+and its kin are told apart by the integration (:func:`atomic_block`): their lookup is
+no check, and their insert acts on their own lookup, not on an earlier check.  A check
+pairs with an insert made while the check's function, or the user function that called
+it, still runs (:func:`_extent`).
 
 A count under a limit is settled by the lock or the serializable transaction only:
 a unique key can bound a count at one row, never at a capacity, so the report of a
@@ -110,8 +113,8 @@ def note_insert(scope: RequestScope, model: type, values: Mapping[str, Any], uni
     """
     lookups = scope.lookups
     pending = lookups.get(model) if lookups else None
-    if not pending:
-        return
+    if not pending or _atomic.get():
+        return  # (an insert by get_or_create() follows its own lookup, not an earlier check)
     unique_keys = None
     for entry in list(pending):
         items, check_txn, leases, locked, kind, check_site, limit, extent = entry

@@ -181,3 +181,12 @@ def test_a_count_of_none_shown_or_asserted_is_no_check(db, txnsafety_violations)
     if not Account.objects.using(db).filter(owner="amy").count():    # a branch on it: a check
         Account.objects.using(db).create(pk=51, owner="amy")
     assert txnsafety_violations.codes() == ["TXN105"]
+
+
+def test_an_insert_by_get_or_create_acts_on_its_own_lookup_not_an_earlier_check(db, txnsafety_violations):
+    try:
+        Account.objects.using(db).get(owner="zed")               # an earlier lookup found nothing
+    except Account.DoesNotExist:
+        pass
+    Account.objects.using(db).get_or_create(owner="zed", defaults={"pk": 50})   # looks again itself
+    assert txnsafety_violations == []

@@ -4,7 +4,8 @@ The checker sees both halves of a check-then-act.  An integration tells it
 
 * :func:`note_lookup` — a lookup on a model keyed on exact column values found
   nothing (``exists()`` false, ``DoesNotExist``, ``first()`` / ``scalar_one_or_none()``
-  returning nothing, a ``count()`` of 0);
+  returning nothing, a ``count()`` of 0), or counted rows and compared the count with a
+  limit (``count() < capacity``, told by :mod:`txnsafety.limits`);
 * :func:`note_insert` — a row of that model is inserted, with its column values
   and the model's unique keys (primary key, ``unique=True``, ``unique_together``,
   ``UniqueConstraint``, a table's unique constraints and indexes).
@@ -14,7 +15,15 @@ makes the pair atomic: a unique key within the lookup's keys (the database rejec
 the second insert), a lock lease held at the check and still held, a serializable
 transaction around both, or a row lock (FOR UPDATE) taken in the same transaction
 before the check (it serializes the requests that take it).  ``get_or_create()``
-and its kin are told apart by the integration (:func:`atomic_block`).
+and its kin are told apart by the integration (:func:`atomic_block`): their lookup is
+no check, and their insert acts on their own lookup, not on an earlier check.  A check
+pairs with an insert made while the check's function, or the user function that called
+it, still runs (:func:`_extent`).
+
+A count under a limit is settled by the lock or the serializable transaction only:
+a unique key can bound a count at one row, never at a capacity, so the report of a
+count does not offer one (a unique key within the count's keys still rejects the insert
+itself, so that pair is not reported).
 
 Key values are kept in the request's memory only to compare them; reports name the
 key columns, never their values.
@@ -28,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from .codes import Code
 from .context import RequestScope, Transaction, held_leases
 from .report import Violation, report
-from .sites import Site, sites_wanted, user_site
+from .sites import Site, frames_here, is_library_file, sites_wanted, user_frame
 
 #: Empty lookups kept per model and request (a loop of lookups keeps the latest ones).
 MAX_LOOKUPS = 64
@@ -61,18 +70,21 @@ def _value(value: Any) -> Any:
 
 
 def note_lookup(scope: RequestScope, model: type, keys: Mapping[str, Any], kind: str,
-                transaction: Transaction | None, depth: int = 1) -> None:
+                transaction: Transaction | None, depth: int = 1, limit: bool = False) -> None:
     """Remember that a lookup of ``model`` keyed on ``keys`` (column -> value) was a check.
 
     ``kind`` says what it was (``"exists() false"``, ``"DoesNotExist"``...), for the report;
-    the check site is the first user frame from the caller's (``depth`` 1) outward.
+    ``limit`` that it was a count compared with a limit rather than a lookup that found
+    nothing; the check site is the first user frame from the caller's (``depth`` 1) outward.
     """
     if not keys or _atomic.get():
         return
     items = frozenset((name, _value(value)) for name, value in keys.items())
     locked = (transaction is not None and scope.locked_roots is not None
               and transaction.root_id in scope.locked_roots)
-    entry = (items, transaction, held_leases(), locked, kind, user_site(depth))
+    frame = user_frame(depth)
+    site = None if frame is None else Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    entry = (items, transaction, held_leases(), locked, kind, site, limit, _extent(frame))
     lookups = scope.lookups
     if lookups is None:
         lookups = scope.lookups = {}
@@ -101,11 +113,11 @@ def note_insert(scope: RequestScope, model: type, values: Mapping[str, Any], uni
     """
     lookups = scope.lookups
     pending = lookups.get(model) if lookups else None
-    if not pending:
-        return
+    if not pending or _atomic.get():
+        return  # (an insert by get_or_create() follows its own lookup, not an earlier check)
     unique_keys = None
     for entry in list(pending):
-        items, check_txn, leases, locked, kind, check_site = entry
+        items, check_txn, leases, locked, kind, check_site, limit, extent = entry
         if not all(name in values and _value(values[name]) == value for name, value in items):
             continue
         pending.remove(entry)  # acted on: one report per check
@@ -116,17 +128,56 @@ def note_insert(scope: RequestScope, model: type, values: Mapping[str, Any], uni
             continue  # the database rejects the second insert
         if _atomic_pair(check_txn, transaction, leases, locked):
             continue
+        if extent and not _running(extent):
+            continue  # the code that made the check has returned: this insert is not what it guarded
         site, internal = locate()
         if internal:
             continue
         sites_wanted.add(model)
         report(Violation(
-            Code.TXN105, f"check-then-act: a lookup found no row ({kind}), then this insert keyed on the same "
-            "values, with nothing making the pair atomic: two requests can both pass the check and both "
-            "insert. Add a unique constraint on the keys (and handle IntegrityError), use get_or_create() "
-            "with one, or hold a lock across both", model_label, None if key is None else str(key),
+            Code.TXN105, _LIMIT_MESSAGE.format(kind=kind) if limit else _MESSAGE.format(kind=kind),
+            model_label, None if key is None else str(key),
             read_site=check_site, write_site=site,
             detail={"keys": ", ".join(sorted(names)), "check": kind}, request_id=scope.id))
+
+
+_MESSAGE = (
+    "check-then-act: a lookup found no row ({kind}), then this insert keyed on the same values, with nothing "
+    "making the pair atomic: two requests can both pass the check and both insert. Add a unique constraint on "
+    "the keys (and handle IntegrityError), use get_or_create() with one, or hold a lock across both")
+_LIMIT_MESSAGE = (
+    "check-then-act: rows were counted and the count compared with a limit ({kind}), then this insert keyed on "
+    "the same values, with nothing making the pair atomic: two requests can both count under the limit and both "
+    "insert, one over it. Lock the parent row (select_for_update() / with_for_update()) in the same "
+    "transaction before counting, or count and insert in a serializable transaction (a unique constraint "
+    "cannot bound a count)")
+
+
+def _extent(frame: Any) -> frozenset[tuple[int, Any]]:
+    """Marks of the check's function and of the user function that called it: the check
+    guards what runs before the latter returns (``if not exists(): create()``, or a helper's
+    check acted on by its caller).  A check made in one call and an insert made later by
+    unrelated code (a validation's ``exists()``, then a factory's ``create()``) is no pair.
+    Ids with code objects: frames are not kept alive; an id reused by the same function's
+    next call counts as the same (a loop of check and insert)."""
+    if frame is None:
+        return frozenset()
+    marks = {(id(frame), frame.f_code)}
+    outer = frame.f_back
+    while outer is not None and is_library_file(outer.f_code.co_filename, outer.f_globals):
+        outer = outer.f_back
+    if outer is not None:
+        marks.add((id(outer), outer.f_code))
+    return frozenset(marks)
+
+
+def _running(extent: frozenset[tuple[int, Any]]) -> bool:
+    """Whether a frame marked in ``extent`` is on the stack of the insert (across greenlet and
+    ``sync_to_async`` hops: the awaiting coroutine counts)."""
+    for frame in frames_here(2):
+        if (id(frame), frame.f_code) in extent:
+            return True
+    return False
 
 
 def _atomic_pair(check_txn: Transaction | None, txn: Transaction | None, leases: tuple[Any, ...],

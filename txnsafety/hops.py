@@ -5,7 +5,9 @@ through ``sync_to_async``.  That thread's stack holds asgiref and Django frames
 only; the user's ``await Model.objects.aget(...)`` is in a coroutine on the event
 loop.  While a checker scope is open, :func:`install` makes each hop remember the
 awaiting user frame in :data:`txnsafety.sites.caller_site` (a context variable the
-hop copies into the thread), so reports made in the thread point at that line.
+hop copies into the thread), so reports made in the thread point at that line, and
+the frame itself in :data:`txnsafety.sites.caller_frame` (a count compared with a
+limit is told by the awaiting line's code, :mod:`txnsafety.limits`).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import functools
 from typing import Any
 
 from .context import current_scope
-from .sites import caller_site, user_site
+from .sites import Site, caller_frame, caller_site, user_frame
 
 _MARK = "__txnsafety_hop__"
 
@@ -30,11 +32,15 @@ def install() -> None:
     async def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         if current_scope() is None:
             return await original(self, *args, **kwargs)
-        token = caller_site.set(user_site(1) or caller_site.get())
+        frame = user_frame(1)
+        site = caller_site.get() if frame is None else \
+            Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        token, frame_token = caller_site.set(site), caller_frame.set(frame)
         try:
             return await original(self, *args, **kwargs)
         finally:
             caller_site.reset(token)
+            caller_frame.reset(frame_token)
 
     setattr(__call__, _MARK, True)
     SyncToAsync.__call__ = __call__  # type: ignore[method-assign]

@@ -85,6 +85,9 @@ class Site(NamedTuple):
 #: Where the awaiting coroutine stood when a ``sync_to_async`` hop started: the
 #: thread that runs the sync part has no user frame of its own (see hops.py).
 caller_site: ContextVar[Site | None] = ContextVar("txnsafety_caller_site", default=None)
+#: The awaiting user frame itself (the same hop), for questions about the line's code
+#: (:mod:`txnsafety.limits`: is a count compared with a limit?).
+caller_frame: ContextVar[Any] = ContextVar("txnsafety_caller_frame", default=None)
 
 
 def user_site(skip: int = 1) -> Site | None:
@@ -101,6 +104,45 @@ def user_site(skip: int = 1) -> Site | None:
     except ValueError:
         return None
     return site_from(frame)
+
+
+def user_frame(skip: int = 1) -> Any:
+    """The innermost user frame above the caller (across greenlet and ``sync_to_async``
+    hops, like :func:`user_site`), or None."""
+    try:
+        frame: Any = sys._getframe(skip + 1)
+    except ValueError:
+        return None
+    verdicts = _verdicts
+    for segment in _segments(frame):
+        frame = segment
+        while frame is not None:
+            code = frame.f_code
+            verdict = verdicts.get(code.co_filename)
+            if verdict is None:
+                verdict = is_library_file(code.co_filename, frame.f_globals)
+            if not verdict:
+                return frame
+            frame = frame.f_back
+    return caller_frame.get()
+
+
+def frames_here(skip: int = 1) -> Iterator[Any]:
+    """Every frame above the caller, then each parent greenlet's, then the coroutine
+    awaiting a ``sync_to_async`` hop (for rare questions: no caching, no speed)."""
+    try:
+        frame: Any = sys._getframe(skip + 1)
+    except ValueError:
+        return
+    for segment in _segments(frame):
+        frame = segment
+        while frame is not None:
+            yield frame
+            frame = frame.f_back
+    awaiting = caller_frame.get()
+    while awaiting is not None:
+        yield awaiting
+        awaiting = awaiting.f_back
 
 
 def site_from(frame: Any) -> Site | None:

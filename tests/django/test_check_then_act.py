@@ -150,3 +150,43 @@ def test_the_unique_key_turns_the_second_insert_into_an_error(pg_db, txnsafety_v
     rows, errors = _two_at_once(pg_db, Signup, "email")
     assert rows == 1 and len(errors) == 1
     assert txnsafety_violations == []
+
+
+# -- what is not a pair (found on django-oscar's own suite) ---------------------------------------
+
+def _validate(alias):
+    """A validation: no row may exist yet (a parent product may have no stock records)."""
+    if Account.objects.using(alias).filter(owner="zed").exists():
+        raise ValueError("taken")
+
+
+def _clean(alias):
+    _validate(alias)
+
+
+def test_a_check_whose_code_has_returned_does_not_pair_with_a_later_unrelated_insert(db, txnsafety_violations):
+    _clean(db)                                                   # the check, in a call that returned
+    Account.objects.using(db).create(pk=50, owner="zed")         # later code, not what it guarded
+    assert txnsafety_violations == []
+    if not Account.objects.using(db).filter(owner="amy").exists():   # the check's caller still runs
+        Account.objects.using(db).create(pk=51, owner="amy")
+    assert txnsafety_violations.codes() == ["TXN105"]
+
+
+def test_a_count_of_none_shown_or_asserted_is_no_check(db, txnsafety_violations):
+    assert Account.objects.using(db).filter(owner="zed").count() == 0
+    shown = f"{Account.objects.using(db).filter(owner='zed').count()} accounts"
+    Account.objects.using(db).create(pk=50, owner="zed")
+    assert shown == "0 accounts" and txnsafety_violations == []
+    if not Account.objects.using(db).filter(owner="amy").count():    # a branch on it: a check
+        Account.objects.using(db).create(pk=51, owner="amy")
+    assert txnsafety_violations.codes() == ["TXN105"]
+
+
+def test_an_insert_by_get_or_create_acts_on_its_own_lookup_not_an_earlier_check(db, txnsafety_violations):
+    try:
+        Account.objects.using(db).get(owner="zed")               # an earlier lookup found nothing
+    except Account.DoesNotExist:
+        pass
+    Account.objects.using(db).get_or_create(owner="zed", defaults={"pk": 50})   # looks again itself
+    assert txnsafety_violations == []

@@ -27,20 +27,20 @@ import functools
 import logging
 import sys
 import threading
-from contextvars import ContextVar
 from typing import Any, Iterable
 
 from django.db import DEFAULT_DB_ALIAS, router, transaction as dj_transaction
 from django.db.models import Model
 from django.db.models.query import QuerySet
 
-from ..checker import guarded, model_name, read_stamp, record_read, write, write_policy
+from .. import versioned_writes
+from ..checker import guarded, model_name, record_read, write, write_policy
 from ..codes import Code
 from ..config import settings
 from ..context import current_scope, current_state
 from ..policies import Policy
 from ..report import StompingError, Violation, report
-from ..sites import user_site, user_trace
+from ..sites import user_trace
 from . import lookups, reads, saves, transactions as txns
 from .reads import checked as _checked
 
@@ -81,9 +81,6 @@ def _report(code: Code, message: str, model: type, key: Any, *, read_site: Any =
 
 
 # -- writes --------------------------------------------------------------------------
-
-_versioned_write: ContextVar[bool] = ContextVar("txnsafety_django_versioned", default=False)
-
 
 def _field_names(model: type, fields: Iterable[Any] | None) -> frozenset[str] | None:
     if fields is None:
@@ -161,28 +158,14 @@ def _earlier_read(scope: Any, instance: Any) -> None:
 
 
 def _check_unversioned_write(instance: Any, policy: Policy, key: Any, txn: Any) -> None:
-    """A ``@versioned`` model written by a plain ``save()``: Django's save is never conditional.
-
-    Not reported when the write is made safe another way (same transaction that
-    prevents lost updates, or a FOR UPDATE read), or when the version field is
-    django-concurrency's (whose ``save()`` is conditional).
-    """
-    if _versioned_write.get():
-        return
-    stamp = read_stamp(instance)
-    if stamp is None:
-        return
-    field_obj = _version_field(type(instance), policy.versioned_field or "version")
-    if field_obj is not None and type(field_obj).__module__.split(".")[0] == "concurrency":
-        return
-    read_txn = stamp.transaction
-    same_txn = read_txn is not None and txn is not None and read_txn.root_id == txn.root_id
-    if same_txn and (txn.prevents_lost_update or stamp.for_update):
-        return
-    _report(Code.TXN110, f"model is declared @versioned({policy.versioned_field!r}) but this save() is not "
-            "conditional on the version: use txnsafety.django.versioned_save() (or a filtered "
-            "update on the version column)", type(instance), key, read_site=stamp.site,
-            write_site=user_site(1), trace=True)
+    """A ``@versioned`` model written by a plain ``save()``: the facts for :mod:`..versioned_writes`
+    (django-concurrency's version fields make ``save()`` itself conditional)."""
+    name = policy.versioned_field or "version"
+    field_obj = _version_field(type(instance), name)
+    conditional = field_obj is not None and type(field_obj).__module__.split(".")[0] == "concurrency"
+    versioned_writes.judge(instance, versioned_writes.UnversionedWrite(
+        type(instance), key, name, txn, conditional,
+        remedy="txnsafety.django.versioned_save() (or a filtered update on the version column)"))
 
 
 def _version_field(model: type, name: str) -> Any:

@@ -2,7 +2,8 @@
 
 A check is a queryset evaluation keyed on exact column values of its model that
 found nothing: ``get()`` raising ``DoesNotExist``, ``exists()`` false, ``first()`` /
-``last()`` returning None, ``count()`` returning 0.  The public
+``last()`` returning None, ``count()`` returning 0 where the calling line tests it — or
+``count()`` of some rows compared with a limit by the calling line (:mod:`txnsafety.limits`).  The public
 methods are wrapped (``aexists``... run them through ``sync_to_async``); each costs one
 call and one test of its result.  ``get()`` is not: ``DoesNotExist`` is caught where it
 is made, so a ``get()`` that finds its row costs nothing.  The
@@ -23,11 +24,12 @@ from django.db.models import Model, QuerySet
 from django.db.models.expressions import Col
 from django.db.models.lookups import Exact
 
-from .. import check_then_act
+from .. import check_then_act, limits
 from ..context import current_state
 from ..checker import model_name, write_policy
 from ..config import settings
 from ..report import StompingError
+from ..sites import user_frame
 from . import transactions as txns
 
 log = logging.getLogger("txnsafety")
@@ -57,7 +59,7 @@ def _keys(queryset: QuerySet) -> dict[str, Any]:
     return keys
 
 
-def _check(queryset: QuerySet, kind: str) -> None:
+def _check(queryset: QuerySet, kind: str, limit: bool = False) -> None:
     """The queryset was a check: remember it (never raises into the query)."""
     if not settings.enabled:
         return
@@ -71,7 +73,7 @@ def _check(queryset: QuerySet, kind: str) -> None:
         keys = _keys(queryset)
         if keys:
             check_then_act.note_lookup(scope, model._meta.concrete_model, keys, kind,
-                                       txns.transaction_for(queryset.db))
+                                       txns.transaction_for(queryset.db), limit=limit)
     except StompingError:
         raise
     except Exception:
@@ -117,8 +119,13 @@ def _last(self: QuerySet) -> Any:
 
 def _count(self: QuerySet) -> int:
     number = _originals["count"](self)
-    if not number:  # a count of some rows may be compared with a limit, or only shown: not known here
-        _check(self, "count() found none")
+    if not settings.enabled or current_state()[0] is None:
+        return number
+    if not number:
+        if limits.tested(user_frame(1)):  # a count of none shown or asserted is no check
+            _check(self, "count() found none")
+    elif limits.compared_with_limit(user_frame(1)):
+        _check(self, "count() under a limit", limit=True)
     return number
 
 

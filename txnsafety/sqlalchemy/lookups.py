@@ -2,7 +2,8 @@
 
 A check is a SELECT keyed on exact column values of one mapped class that found
 nothing (``first()``, ``one_or_none()``, ``scalar()``, ``scalar_one_or_none()`` returning
-None), ``exists()`` false, or a ``count()`` of 0.  Every one of
+None), ``exists()`` false, a ``count()`` of 0, or a count of some rows that the calling
+line compares with a limit (:mod:`txnsafety.limits`; ``Query.count()`` too).  Every one of
 those goes through ``Result._only_one_row`` (private; pinned by
 ``tests/sqlalchemy/test_private_api.py``), which is wrapped: one call and one test of
 the result per statement when a row is found (the statement and the Session come from the
@@ -21,13 +22,13 @@ from sqlalchemy.engine import result as sa_result
 from sqlalchemy.sql import functions, operators
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, BooleanClauseList
 from sqlalchemy.sql.schema import Column, Table, UniqueConstraint
-from sqlalchemy.sql.selectable import Exists
+from sqlalchemy.sql.selectable import AliasedReturnsRows, Exists, Select
 
-from .. import check_then_act, checker
+from .. import check_then_act, checker, limits
 from ..context import current_state
 from ..config import settings
 from ..report import StompingError
-from ..sites import user_site
+from ..sites import user_frame, user_site
 from . import events
 
 _original = sa_result.ResultInternal._only_one_row
@@ -73,10 +74,17 @@ def _check(result: Any, row: Any) -> None:
     elif row is False and isinstance(expr, Exists):
         inner = expr.element.element
         model, where, kind = _class_of(inner), inner.whereclause, "exists() false"
-    elif row == 0 and type(row) is int and isinstance(expr, functions.count):
-        # (a count of some rows may be compared with a limit, or only shown: not known here)
+    elif type(row) is int and isinstance(expr, functions.count):
+        limit = row != 0
+        if not (limits.compared_with_limit(user_frame(1)) if limit else limits.tested(user_frame(1))):
+            return  # a count shown, asserted or passed on: no check
         model = described.get("entity") or _class_of(statement)
-        where, kind = statement.whereclause, "count() found none"
+        where = statement.whereclause
+        if model is None:  # Query.count(): SELECT count(*) FROM (the query's SELECT)
+            inner = _counted_select(statement)
+            if inner is not None:
+                model, where = _class_of(inner), inner.whereclause
+        kind = "count() under a limit" if limit else "count() found none"
     else:
         return
     if not isinstance(model, type) or where is None or checker.write_policy(model) is None:
@@ -84,7 +92,21 @@ def _check(result: Any, row: Any) -> None:
     keys = _keys(model, where)
     if keys:
         scope = current_state()[0]
-        check_then_act.note_lookup(scope, model, keys, kind, state.txn)
+        check_then_act.note_lookup(scope, model, keys, kind, state.txn, limit=type(row) is int and row != 0)
+
+
+def _counted_select(statement: Any) -> Any:
+    """The SELECT a legacy ``Query.count()`` wraps in ``SELECT count(*) FROM (...)``, or None."""
+    try:
+        froms = statement.get_final_froms()
+    except Exception:
+        return None
+    if len(froms) != 1:
+        return None
+    inner = froms[0]
+    while isinstance(inner, AliasedReturnsRows):  # an alias of the query's subquery
+        inner = inner.element
+    return inner if isinstance(inner, Select) else None
 
 
 def _class_of(select: Any) -> Any:

@@ -431,4 +431,3 @@ def _map_constructions(facts: ClassFacts, constructions: list) -> None:
 
 
 # ---------------------------------------------------------------- resolution
-

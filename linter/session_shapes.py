@@ -18,6 +18,7 @@ import libcst as cst
 #: | ("union", parts) | ("ann", shape) (an annotation) | None (anything else)
 Shape = Optional[tuple]
 
+
 # ---------------------------------------------------------------- shapes
 
 def shape_of_ast(node: Optional[ast.AST], annotation: bool = False) -> Shape:
@@ -190,4 +191,3 @@ def cst_local_names(node: cst.FunctionDef) -> set[str]:
 
 
 # ---------------------------------------------------------------- facts of one module
-

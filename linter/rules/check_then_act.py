@@ -70,7 +70,7 @@ def depends_on(check: Check, act: Act, unprotected_policies: frozenset) -> Optio
     if act.kind == ActKind.DELETE:
         # ``if M.objects.count() >= LIMIT: oldest.delete()``: two prunes delete two rows
         return check.kind is CheckKind.COUNT and (act.model is None or not check.models or
-                                                   act.model in check.models)
+                                                  act.model in check.models)
     if check.kind is CheckKind.AGGREGATE:
         return act.kind == ActKind.CREATE and bool(check.names & act.names)
     if check.kind.missing_row:

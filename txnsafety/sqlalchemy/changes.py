@@ -17,7 +17,7 @@ from ..values import NOT_LOADED, looks_derived
 
 
 def from_read(values: dict[str, Any], committed: dict[str, Any], changed: list[str],
-               relations: frozenset[str]) -> list[str]:
+              relations: frozenset[str]) -> list[str]:
     """The changed columns whose new value may be computed from the loaded one
     (``committed`` holds what was loaded; ``NO_VALUE`` when the column never was)."""
     derived = []
@@ -38,7 +38,7 @@ def _loaded(value: Any) -> Any:
 
 
 def changed_columns(values: dict[str, Any], committed: dict[str, Any],
-                     equality: dict[str, Any]) -> tuple[list[str], list[str]]:
+                    equality: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The columns the coming UPDATE sends: (set to a value, set to a SQL expression).
 
     The flush's own test (``persistence._collect_update_commands``): a column set

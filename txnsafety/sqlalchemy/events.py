@@ -195,8 +195,6 @@ def _note_lock(conn: Any, clauseelement: Any) -> None:
         check_then_act.note_row_lock(scope, state.txn)  # a check after it is serialized (TXN105)
 
 
-
-
 def _earlier_read(obj: Any, cls: type, state: Any) -> None:
     """The object is written in this request but was read in an earlier one (or before
     this request's scope): for this request that read happened outside any of its

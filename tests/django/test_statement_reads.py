@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
+import django
 import pytest
 from django.db import transaction
 from django.db.models import Prefetch
@@ -139,6 +140,7 @@ def test_values_and_unchecked_models_add_no_stamps(sqlite_db):
     assert len(_scope().stamps) == before
 
 
+@pytest.mark.skipif(django.VERSION < (5, 1), reason="refresh_from_db(from_queryset=) is new in Django 5.1")
 def test_a_refresh_through_a_list_query_keeps_its_temporary_out(sqlite_db, txnsafety_violations):
     account = Account.objects.get(pk=1)
     with transaction.atomic():

@@ -331,7 +331,9 @@ def test_orm_statements_go_through_loading_instances_which_numbers_them(engine):
     from sqlalchemy.orm import context as orm_context, loading
 
     from txnsafety.sqlalchemy import reads
-    assert "loading.instances(" in pyinspect.getsource(orm_context._ORMCompileState.orm_setup_cursor_result)
+    # SQLAlchemy 2.1 renamed ORMCompileState to _ORMCompileState
+    compile_state = getattr(orm_context, "_ORMCompileState", None) or orm_context.ORMCompileState
+    assert "loading.instances(" in pyinspect.getsource(compile_state.orm_setup_cursor_result)
     assert "context.runid = _new_runid()" in pyinspect.getsource(reads._original_instances)
     assert loading.instances is reads._instances or loading.instances is reads._original_instances
     seen = []

@@ -1,4 +1,5 @@
-"""The name an ``ast`` node is known by: ``models.ForeignKey(...)`` is ``ForeignKey``.
+"""The name an ``ast`` node is known by (``models.ForeignKey(...)`` is ``ForeignKey``), and
+the fields a class body declares.
 
 Facts read from ``ast`` (unique keys, relations, migrate receivers) recognise a field, a
 constraint or a decorator by its last name, however the module imported it.
@@ -6,6 +7,7 @@ constraint or a decorator by its last name, however the module imported it.
 from __future__ import annotations
 
 import ast
+from typing import Iterator
 
 
 def last_name(node: ast.AST) -> str:
@@ -17,3 +19,16 @@ def last_name(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
     return ""
+
+
+def field_calls(cls: ast.ClassDef) -> Iterator[tuple[str, ast.Call]]:
+    """A class body's ``name = Call(...)`` and ``name: T = Call(...)``: its declared fields."""
+    for stmt in cls.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            target, value = stmt.targets[0].id, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            target, value = stmt.target.id, stmt.value
+        else:
+            continue
+        if isinstance(value, ast.Call):
+            yield target, value

@@ -25,7 +25,7 @@ import ast
 import re
 from typing import Iterable
 
-from .ast_names import last_name
+from .ast_names import field_calls, last_name
 
 UniqueKeys = dict[str, list[frozenset[str]]]
 
@@ -62,15 +62,7 @@ def _field_keys(cls: ast.ClassDef) -> list[frozenset[str]]:
     key (two of them make a composite primary key, unique only as a pair)."""
     keys: list[frozenset[str]] = []
     primary: set[str] = set()
-    for stmt in cls.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            target, value = stmt.targets[0].id, stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-            target, value = stmt.target.id, stmt.value
-        else:
-            continue
-        if not isinstance(value, ast.Call):
-            continue
+    for target, value in field_calls(cls):
         kind = last_name(value)
         if _true_kwarg(value, "primary_key"):
             primary.add(target)

@@ -24,7 +24,7 @@ import ast
 import re
 from typing import Iterable, Optional
 
-from .ast_names import last_name
+from .ast_names import field_calls, last_name
 
 Relations = dict[str, frozenset[str]]
 
@@ -60,22 +60,10 @@ def _string(node: Optional[ast.AST]) -> Optional[str]:
     return None
 
 
-def _fields(cls: ast.ClassDef) -> Iterable[tuple[str, ast.Call]]:
-    for stmt in cls.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            target, value = stmt.targets[0].id, stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-            target, value = stmt.target.id, stmt.value
-        else:
-            continue
-        if isinstance(value, ast.Call):
-            yield target, value
-
-
 def _class_relations(cls: ast.ClassDef, found: dict[str, set[str]]) -> None:
     """Add the relations ``cls`` declares to ``found`` (its own, and the reverse sides on
     the models they point to)."""
-    for name, call in _fields(cls):
+    for name, call in field_calls(cls):
         kind = last_name(call)
         if kind in _DJANGO_MANY | _DJANGO_ONE:
             found.setdefault(cls.name, set()).add(name)

@@ -113,6 +113,12 @@ def user_frame(skip: int = 1) -> Any:
         frame: Any = sys._getframe(skip + 1)
     except ValueError:
         return None
+    found = _first_user_frame(frame)
+    return found if found is not None else caller_frame.get()
+
+
+def _first_user_frame(frame: Any) -> Any:
+    """The innermost frame of user code from ``frame`` outwards, across greenlets, or None."""
     verdicts = _verdicts
     for segment in _segments(frame):
         frame = segment
@@ -124,7 +130,7 @@ def user_frame(skip: int = 1) -> Any:
             if not verdict:
                 return frame
             frame = frame.f_back
-    return caller_frame.get()
+    return None
 
 
 def frames_here(skip: int = 1) -> Iterator[Any]:
@@ -147,18 +153,10 @@ def frames_here(skip: int = 1) -> Iterator[Any]:
 
 def site_from(frame: Any) -> Site | None:
     """:func:`user_site`, starting at ``frame`` (a caller's frame kept for later)."""
-    verdicts = _verdicts
-    for segment in _segments(frame):
-        frame = segment
-        while frame is not None:
-            code = frame.f_code
-            verdict = verdicts.get(code.co_filename)
-            if verdict is None:
-                verdict = is_library_file(code.co_filename, frame.f_globals)
-            if not verdict:
-                return Site(code.co_filename, frame.f_lineno, code.co_name)
-            frame = frame.f_back
-    return caller_site.get()
+    found = _first_user_frame(frame)
+    if found is None:
+        return caller_site.get()
+    return Site(found.f_code.co_filename, found.f_lineno, found.f_code.co_name)
 
 
 #: Models whose reads get a site under ``read_sites="adaptive"``: those that had a violation.

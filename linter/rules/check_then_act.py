@@ -134,6 +134,10 @@ def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
         if act.columns is not None and not looked_up <= frozenset(map(column, act.columns)):
             return False        # the insert does not set the key the check looked up
         return any(key <= looked_up for key in declared + [PRIMARY_KEY])
+    if act.columns is None:
+        # the insert's values are not visible: a key of the primary key alone settles nothing,
+        # a new row gets a new id (an inherited ``id`` column must not settle every insert)
+        declared = [key for key in declared if not key <= PRIMARY_KEY]
     return act.model is not None and covered(declared, act.columns)
 
 

@@ -484,7 +484,7 @@ class FunctionAnalyzer:
             self.calls_in(small)
             out = small.value if isinstance(small, cst.Return) else \
                 small.value.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield) else None
-            if out is not None:             # a row returned or yielded is handed on
+            if out is not None and self.claims:     # a claimed row returned or yielded is handed on
                 line = self.line(small)
                 self.handed_on.extend((line, n) for n in names_in(out)
                                       if n in self.entities or n in self.querysets)
@@ -943,7 +943,7 @@ class FunctionAnalyzer:
         line = None
         if term in ("update", "values") and self.selections:
             self.update_claim(call)
-        if self.claims or self.entities:
+        if self.claims:             # work done with a row counts only after its claim
             self.note_handed_on(call, name)
         if recv_name is None and recv is not None and self.relation_entity(recv) is not None:
             recv_name = dotted(recv)        # ``order.user.plan.save()``: a related row

@@ -147,47 +147,40 @@ class ModuleAnalyzer:
         (``alias.name`` for a module imported under ``alias``), if that function returns an
         entity it read."""
         if alias is None and name in self.returner_candidates:
-            fa = self.on_demand(name)
-            return (fa.returned, name, "") if fa is not None and fa.returned is not None else None
+            return self._loaded(self, self.returner_candidates[name], name)
         if self.resolve_external is None or (alias or name) not in self.info.imports:
             return None
         target = self.resolve_external(name, alias)
         if target is None:
             return None
         other, other_name = target
-        fa = other.on_demand(other_name)
-        if fa is None or fa.returned is None:
-            return None
-        return fa.returned, name, os.path.basename(other.filename) or "another module"
+        item = other.returner_candidates.get(other_name)
+        return self._loaded(other, item, name) if item is not None else None
 
     def returned_by_method(self, cls: str, name: str) -> Optional[tuple]:
         """Like ``returned_by`` for ``self.name(...)`` in a method of ``cls``: a repository's
         or a view's own loader method (``self.get(uid)``, ``self.load_order()``)."""
         item = self.method_candidates.get((cls, name))
-        fa = self.demand_item(item) if item is not None else None
-        return (fa.returned, f"self.{name}", "") if fa is not None and fa.returned is not None else None
+        return self._loaded(self, item, f"self.{name}") if item is not None else None
 
     def returned_by_name(self, name: str) -> Optional[tuple]:
         """Like ``returned_by_method`` for ``obj.name(...)`` on any receiver: the project's one
         loader method of that name (a repository's ``find_zone``, a service's ``get_project``)."""
         table = self.loader_methods if self.loader_methods is not None else unique_loader_methods([self])
         found = table.get(name)
-        if found is None:
-            return None
-        other, item = found
+        return self._loaded(found[0], found[1], f".{name}") if found is not None else None
+
+    def _loaded(self, other: "ModuleAnalyzer", item: tuple, label: str) -> Optional[tuple]:
+        """(Returned, ``label``, file name if ``other`` is another module) when the function
+        ``item`` of module ``other`` returns an entity it read (analysed now if needed)."""
         fa = other.demand_item(item)
         if fa is None or fa.returned is None:
             return None
-        where = "" if other is self else (os.path.basename(other.filename) or "another module")
-        return fa.returned, f".{name}", where
-
-    def on_demand(self, name: str) -> Optional[FunctionAnalyzer]:
-        """The analyzer of loader candidate ``name``, analysing it now if needed (three
-        helpers deep at most; a recursive helper is not followed into itself)."""
-        item = self.returner_candidates.get(name)
-        return self.demand_item(item) if item is not None else None
+        return fa.returned, label, "" if other is self else (os.path.basename(other.filename) or "another module")
 
     def demand_item(self, item: tuple) -> Optional[FunctionAnalyzer]:
+        """The analyzer of loader candidate ``item``, analysing it now if needed (three
+        helpers deep at most; a recursive helper is not followed into itself)."""
         key = id(item[0])
         if key in self.analyzed:
             return self.analyzed[key]

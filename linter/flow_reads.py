@@ -1,0 +1,265 @@
+"""Where entities come from: ORM gets, loaders, relations, SQLAlchemy row lists.
+
+One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
+records facts and hands verdicts to the rules.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Optional
+
+import libcst as cst
+
+from .config import name_matches
+from .model import Entity
+from .syntax import (
+    DJANGO_GET_TERMINALS, MAYBE_NONE, ORM_MARKERS, SQLA_TERMINALS, chain, code_of, dotted,
+    first_arg_name, is_model_name, lookup_columns, receiver_prefix, terminal)
+from .module_facts import GetInfo
+from .selection import state_columns
+from .rules import lock_outside_transaction as txn108
+
+
+class ReadFacts:
+    """Where entities come from: ORM gets, loaders, relations, SQLAlchemy row lists."""
+
+    def from_helper(self, call: cst.Call) -> Optional[tuple]:
+        """(Returned, helper name, its file if another module's) when ``call`` calls a
+        function (of this module, or imported) that returns an entity it read."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            name, alias = func.value, None
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            name, alias = func.attr.value, func.value.value
+            if alias in ("self", "cls"):
+                return self.mod.returned_by_method(self.qualname.split(".", 1)[0], name) or \
+                    self.mod.returned_by_name(name)
+            if alias in self.entities or (alias not in self.mod.info.imports and
+                                          alias not in self.mod.module_aliases):
+                return self.mod.returned_by_name(name)      # ``repo.find(...)``: any object
+        elif isinstance(func, cst.Attribute):
+            return self.mod.returned_by_name(func.attr.value)   # ``self.storage.find_zone(...)``
+        else:
+            return None
+        return self.mod.returned_by(name, alias)
+
+    def new_returned_entity(self, name: str, got: tuple, line: int) -> Entity:
+        ret, helper, filename = got
+        info = ret.info
+        where = f"{filename} " if filename else ""
+        via = f"`{helper}()` ({where}line {ret.line})"
+        # the helper's own transactions and locks ended when it returned
+        ended = tuple(dataclasses.replace(s, where=f"in `{helper}()`, {where}") for s in ret.scopes)
+        ent = Entity(name, line, tuple(self.stack) + ended, "call", model=info.model,
+                     getter=info.getter, key=info.key, framework=info.framework,
+                     for_update=info.for_update and not ended,
+                     locked_read=info.locked and not ended, maybe_none=info.maybe_none,
+                     versioned=ret.versioned or bool(info.model and
+                                                     info.model in self.mod.info.versioned),
+                     via=via, policy=ret.policy or self.mod.policy_of(info.model))
+        if ent.for_update:
+            self.row_locks.append((line, self.in_txn()))
+        self.entities[name] = ent
+        self.taint.pop(name, None)
+        self.params.pop(name, None)
+        self.new_objects.pop(name, None)
+        self.querysets.pop(name, None)
+        return ent
+
+    def classify_get(self, call: cst.Call) -> Optional[GetInfo]:
+        term = terminal(call)
+        if not term:
+            return None
+        names, calls, root = chain(call)
+        name = dotted(call.func)
+        v = self.vocab
+        for_update = any(terminal(c) in ("select_for_update", "with_for_update") for c in calls)
+        if not for_update:
+            for c in calls:
+                for a in c.args:
+                    if isinstance(a.value, cst.Call) and "with_for_update" in dotted(a.value.func) \
+                            or (a.keyword is not None and a.keyword.value == "with_for_update"):
+                        for_update = True
+        if not for_update:
+            # session.execute(select(M).with_for_update())
+            for c in calls:
+                for a in c.args:
+                    if isinstance(a.value, cst.Call):
+                        if any(terminal(cc) == "with_for_update" for cc in chain(a.value)[1]):
+                            for_update = True
+
+        typed_name = None
+
+        def mk(model, getter, fw, maybe_none=False, locked=False):
+            key = code_of(call)
+            key = re.sub(r"\.(select_for_update|with_for_update)\([^()]*\)", "", key)
+            session = None
+            if fw == "sqlalchemy":
+                for n in names[:-1]:
+                    if "session" in n.lower() or n in self.sessions:
+                        session = n
+                        break
+                session = session or typed_name
+            if session:
+                key = key.replace(session + ".", "<session>.", 1)
+            info = GetInfo(model, getter or model or name, key, fw, for_update=for_update,
+                           locked=locked, maybe_none=maybe_none)
+            info.session = session
+            info.lookup = lookup_columns(call)
+            info.state = state_columns(call)
+            return info
+
+        if term == "fetch_under_lock" or name_matches(name, {"fetch_under_lock"}):
+            inner = call.args[0].value if call.args else None
+            model = None
+            if isinstance(inner, cst.Name) and inner.value in self.entities:
+                model = self.entities[inner.value].model
+            return mk(model, "fetch_under_lock", None, locked=True)
+        root_name = root.value if isinstance(root, cst.Name) else ""
+        if term == "get_object_or_404":
+            return mk(first_arg_name(call), None, "django")
+        if term == "get_object" and root_name == "self" and len(names) == 2 and \
+                "django" in self.mod.info.frameworks | set(self.vocab.frameworks):
+            # a class-based view's (or DRF view's) row: read by get_object(), usually in
+            # dispatch()/get_context_data() before the handler that writes it
+            return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), "self.get_object", "django")
+        if term in DJANGO_GET_TERMINALS and "get_queryset" in names and root_name == "self":
+            return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), None, "django",
+                      maybe_none=term in ("first", "last"))
+        if self.manager_chain(names) or (root_name in self.querysets and len(names) >= 2):
+            if term in DJANGO_GET_TERMINALS or term in ("get_or_404",):
+                base = self.querysets.get(root_name)
+                if base is not None and base.for_update:
+                    for_update = True
+                model = root_name if is_model_name(root_name) else (base.model if base else None)
+                return mk(model, None, "django", maybe_none=term in ("first", "last"))
+            return None
+        # SQLAlchemy
+        recv = names[:-1]
+        sessionish = any("session" in n.lower() for n in recv) or (root_name in self.sessions)
+        if not sessionish and term in SQLA_TERMINALS:
+            typed = receiver_prefix(call)
+            if self.typed_session(typed):
+                sessionish = True
+                typed_name = dotted(typed)
+        if term == "get" and (sessionish or root_name in ("db",)) and first_arg_name(call) \
+                and is_model_name(first_arg_name(call) or "") and len(call.args) >= 2:
+            return mk(first_arg_name(call), None, "sqlalchemy", maybe_none=True)
+        if term in ("get_or_404", "first_or_404", "one_or_404") and root_name == "db":
+            return mk(first_arg_name(call), None, "sqlalchemy")
+        if term in SQLA_TERMINALS:
+            sel_model = None
+            for c in calls:
+                t = terminal(c)
+                if t in ("query",) and (sessionish or "query" in names):
+                    sel_model = first_arg_name(c) or sel_model
+                if t in ("execute", "scalars", "scalar"):
+                    for a in c.args:
+                        if isinstance(a.value, cst.Call):
+                            for cc in chain(a.value)[1]:
+                                if terminal(cc) == "select":
+                                    sel_model = first_arg_name(cc) or sel_model
+            if "query" in names and is_model_name(root_name) and sel_model is None:
+                sel_model = root_name          # Flask-SQLAlchemy Model.query.get()
+            if sel_model or (term != "get" and sessionish and
+                             any(terminal(c) in ("execute", "scalars", "scalar", "query")
+                                 for c in calls)):
+                return mk(sel_model, None, "sqlalchemy", maybe_none=term in MAYBE_NONE)
+        # App Engine
+        if term == "get" and (names[-2:-1] == ["key"] or
+                              any(terminal(c) == "Key" for c in calls[1:])):
+            model = None
+            for c in calls[1:]:
+                if terminal(c) == "Key":
+                    model = first_arg_name(c)
+            return mk(model, None, "ndb", maybe_none=True)
+        if term == "get" and root_name == "db" and len(names) == 2:
+            return mk(None, "db.get", "ndb", maybe_none=True)
+        owner = names[-2] if len(names) >= 2 else ""      # ``pkg.objects.Backup.get_by_id(...)``
+        if term in ("get_by_id", "get_by_key_name", "get_or_insert") and is_model_name(owner):
+            return mk(owner, None, "ndb" if "ndb" in self.mod.info.frameworks or owner == root_name else None,
+                      maybe_none=term != "get_or_insert")
+        if name_matches(name, v.gets):
+            model = root_name if is_model_name(root_name) else None
+            return mk(model, name, None, maybe_none=True)
+        if term.startswith("get_") and is_model_name(root_name) and len(names) == 2:
+            return mk(root_name, None, None, maybe_none=True)
+        return None
+
+    def record_get(self, call: cst.Call, info: GetInfo) -> None:
+        line = self.line(call)
+        if info.for_update:
+            txn = self.in_txn()
+            if txn is None and info.framework == "django" and not info.locked:
+                self.report(call, "TXN108", deferrable=True, message=txn108.message(line))
+            self.row_locks.append((line, txn))
+            self.lock_models[line] = info.model
+        elif info.locked:
+            self.row_locks.append((line, None))
+
+    def new_entity(self, name: str, info: GetInfo, line: int, source: str = "get") -> Entity:
+        ent = Entity(name, line, tuple(self.stack), source, model=info.model, getter=info.getter,
+                     key=info.key, framework=info.framework, for_update=info.for_update,
+                     locked_read=info.locked, maybe_none=info.maybe_none,
+                     versioned=bool(info.model and info.model in self.mod.info.versioned),
+                     session=getattr(info, "session", None), policy=self.mod.policy_of(info.model),
+                     lookup=info.lookup, state=info.state)
+        self.entities[name] = ent
+        self.taint.pop(name, None)
+        self.params.pop(name, None)
+        self.types[name] = ""
+        return ent
+
+    def relation_entity(self, expr: cst.BaseExpression) -> Optional[Entity]:
+        """``x.a.b`` where ``x`` is a row read here (or ``self`` of a model method): the related
+        row, loaded with ``x`` (``select_related``) or lazily on first access; either way no
+        earlier than ``x`` and under no more protection, so it takes ``x``'s read."""
+        if not isinstance(expr, cst.Attribute):
+            return None
+        path = dotted(expr)
+        if not path or path != code_of(expr):
+            return None                     # calls or subscripts in the chain
+        if path in self.entities:
+            return self.entities[path]
+        base = self.entities.get(path.split(".", 1)[0])
+        if base is None or base.source == "param":
+            return None
+        ent = Entity(path, base.read_line, base.scopes, "self" if base.source == "self" else "get",
+                     framework=base.framework, locked_read=base.locked_read, via=base.via)
+        self.entities[path] = ent
+        return ent
+
+    def sqla_rows(self, expr: cst.BaseExpression) -> Optional[GetInfo]:
+        """``session.scalars(select(M).where(..)).all()``, ``session.query(M).filter(..).all()``:
+        many rows of a SQLAlchemy read, to be looped over."""
+        if not isinstance(expr, cst.Call) or terminal(expr) not in ("scalars", "all"):
+            return None
+        names, calls, _root = chain(expr)
+        if not any(terminal(c) in ("scalars", "query", "execute") for c in calls):
+            return None
+        model = None
+        for c in calls:
+            if terminal(c) == "query":
+                model = first_arg_name(c) or model
+            for a in c.args if terminal(c) in ("scalars", "execute") else ():
+                if isinstance(a.value, cst.Call):
+                    model = next((first_arg_name(cc) for cc in chain(a.value)[1]
+                                  if terminal(cc) == "select"), None) or model
+        info = GetInfo(model, None, None, "sqlalchemy", for_update="with_for_update" in code_of(expr))
+        info.state = state_columns(expr) | frozenset().union(
+            *(state_columns(a.value) for c in calls for a in c.args if isinstance(a.value, cst.Call)))
+        return info
+
+    # -- check-then-act (TXN105)
+    def orm_query(self, call: cst.Call) -> bool:
+        """Is ``call`` (an ``exists()`` / ``count()``) a database query, not a path or a list?"""
+        if isinstance(call.func, cst.Name):
+            return call.func.value in ("exists", "count")        # sqlalchemy exists()/func.count
+        names, calls, root = chain(call)
+        if any(n in ORM_MARKERS for n in names[:-1]):
+            return True
+        if isinstance(root, cst.Name) and root.value in self.querysets:
+            return True
+        return any(isinstance(a.value, cst.Call) and terminal(a.value) in ("select", "query")
+                   for c in calls for a in c.args)

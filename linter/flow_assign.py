@@ -30,21 +30,58 @@ _CLASS_HOLDERS = frozenset({"model", "klass", "model_class", "model_cls", "relat
 _LOCKING = re.compile(r"for_update|skip_locked|nowait=|\b\w*_locks?\(|\block_\w*\(", re.I)
 
 
+def keep_or_drop(facts: dict, name: str, value) -> None:
+    """``facts[name] = value`` when there is something to keep, else forget ``name``."""
+    if value:
+        facts[name] = value
+    else:
+        facts.pop(name, None)
+
+
 class AssignFacts:
     """Assignments: new entities, mutations (blind, derived, counter, atomic), selections."""
 
     def assign(self, targets, value: cst.BaseExpression, node: cst.CSTNode) -> None:
+        """``targets = value``: a read binds entities; otherwise querysets, checks kept in
+        variables, taint, new objects and mutations of entity fields are recorded."""
         line = self.line(node)
         while isinstance(value, cst.Await):
             value = value.expression
         self.note_selection(targets, value, line)
+        if self.assigned_read(targets, value, line):
+            return
+        qs_set = self.note_querysets(targets, value)
+        self.calls_in(value)
+        # a check kept in a variable: ``exists = M.objects.filter(..).exists()``
+        check = self.check_kind(value)
+        self.note_aggregate(targets, value, line)
+        for t in targets:
+            tgt = t.target
+            if isinstance(tgt, cst.Name):
+                self.bind_name(tgt.value, value, check, qs_set)
+            elif isinstance(tgt, cst.Attribute) and self.copied_as_new(tgt, value):
+                continue
+            elif isinstance(tgt, cst.Attribute):
+                self.stored_aggregate(tgt, value, line)
+                self.mutate_attr(tgt, value, line)
+            elif isinstance(tgt, cst.Subscript):
+                base = tgt.value
+                if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and \
+                        base.value.value in self.entities:
+                    # ``x.settings[k] = v`` changes the column's old value in place
+                    self.entities[base.value.value].pending.append(
+                        Mutation(line, base.attr.value, "derived", own=True))
+
+    def assigned_read(self, targets, value: cst.BaseExpression, line: int) -> bool:
+        """The value is a row: kept on the request, read by an ORM get, or returned by a
+        loader the project shows. Binds the targets and says so."""
         kept = request_row(value)
         if kept is not None and all(isinstance(t.target, cst.Name) for t in targets):
             # a row an earlier step (middleware, dispatch) read and kept on the request
             for t in targets:
                 self.new_entity(t.target.value, GetInfo(None, None, None, self.framework_hint()), line,
                                 source="call").via = f"an earlier step (kept on `{kept}`)"
-            return
+            return True
         info = self.classify_get(value) if isinstance(value, cst.Call) else None
         if info is not None and self.aggregate_kind(value):
             info = None                 # ``session.execute(select(func.max(..))).scalar()``: a number
@@ -58,14 +95,18 @@ class AssignFacts:
                     self.new_entity(tgt.value, info, line)
             for a in value.args:
                 self.calls_in(a.value)
-            return
+            return True
         got = self.from_helper(value) if isinstance(value, cst.Call) else None
         if got is not None and all(isinstance(t.target, cst.Name) for t in targets):
             self.calls_in(value)
             for t in targets:
                 self.new_returned_entity(t.target.value, got, line)
-            return
-        # querysets (not evaluated yet), and SQLAlchemy's lists of rows
+            return True
+        return False
+
+    def note_querysets(self, targets, value: cst.BaseExpression) -> set[str]:
+        """Querysets (not evaluated yet) and SQLAlchemy's lists of rows bound here; the
+        names bound, so :meth:`bind_name` keeps them."""
         qs_set: set[str] = set()
         rows = self.sqla_rows(value)
         if rows is not None:
@@ -73,82 +114,56 @@ class AssignFacts:
                 if isinstance(t.target, cst.Name):
                     self.querysets[t.target.value] = rows
                     qs_set.add(t.target.value)
-        if isinstance(value, (cst.Call, cst.Attribute)) or is_slice(value):
-            names, calls, root = chain(value)
-            lazy = terminal(value) not in ("count", "exists", "create", "update", "delete", "aggregate") \
-                if isinstance(value, cst.Call) else True
-            base = self.querysets.get(root.value) if isinstance(root, cst.Name) else None
-            if base is None and isinstance(root, cst.Name) and root.value == "self" and len(names) >= 3 \
-                    and self.is_method:
-                # ``self.get_connection().filter(..)``: a method of the class hands out a manager
-                model = self.mod.self_reads.manager_model(self.qualname.split(".", 1)[0], names[1])
-                base = GetInfo(model, model, None, "django") if model else None
-            if (self.manager_chain(names) or (base is not None and len(names) >= 2)) and lazy:
-                # ``qs = M.objects.filter(..)``, and ``qs = qs.select_for_update()`` (even on one
-                # branch: the rows are read FOR UPDATE where it matters)
-                fu = any(terminal(c) == "select_for_update" for c in calls) or \
-                    (base is not None and base.for_update)
-                model = base.model if base is not None else \
-                    (root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None)
-                state = state_columns(value) | (base.state if base is not None else frozenset())
-                for t in targets:
-                    if isinstance(t.target, cst.Name):
-                        qs = self.querysets[t.target.value] = GetInfo(model, model, None, "django",
-                                                                      for_update=fu)
-                        qs.state = state
-                        qs_set.add(t.target.value)
-        self.calls_in(value)
-        # a check kept in a variable: ``exists = M.objects.filter(..).exists()``
-        check = self.check_kind(value)
-        self.note_aggregate(targets, value, line)
-        for t in targets:
-            tgt = t.target
-            if isinstance(tgt, cst.Name):
-                n = tgt.value
-                if check:
-                    self.check_vars[n] = check + (models_in(value),)
-                    self.check_keys[n] = names_in(value)
-                    self.check_lookups[n] = self.lookup_of(value)
-                if isinstance(value, cst.Name) and value.value in self.entities:
-                    self.entities[n] = self.entities[value.value]          # alias
-                    continue
-                if n in self.entities and isinstance(value, cst.Name) and value.value == "None" and \
-                        self.entities[n].maybe_none:
-                    continue        # ``else: found = None``: the lookup's miss, on another branch
-                if n in self.entities:
-                    del self.entities[n]
-                if n not in qs_set:
-                    self.querysets.pop(n, None)
-                srcs = self.sources(value)
-                if srcs:
-                    self.taint[n] = srcs
-                else:
-                    self.taint.pop(n, None)
-                fields = self.fields_read(value)
-                if fields:
-                    self.field_taint[n] = fields
-                else:
-                    self.field_taint.pop(n, None)
-                made = self.constructed(value)
-                if made is not None:
-                    self.new_objects[n] = made
-                else:
-                    self.new_objects.pop(n, None)
-                if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():
-                    self.sessions.add(n)
-                self.note_local(n, value)
-            elif isinstance(tgt, cst.Attribute) and self.copied_as_new(tgt, value):
-                continue
-            elif isinstance(tgt, cst.Attribute):
-                self.stored_aggregate(tgt, value, line)
-                self.mutate_attr(tgt, value, line)
-            elif isinstance(tgt, cst.Subscript):
-                base = tgt.value
-                if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and \
-                        base.value.value in self.entities:
-                    # ``x.settings[k] = v`` changes the column's old value in place
-                    self.entities[base.value.value].pending.append(
-                        Mutation(line, base.attr.value, "derived", own=True))
+        if not (isinstance(value, (cst.Call, cst.Attribute)) or is_slice(value)):
+            return qs_set
+        names, calls, root = chain(value)
+        lazy = terminal(value) not in ("count", "exists", "create", "update", "delete", "aggregate") \
+            if isinstance(value, cst.Call) else True
+        base = self.querysets.get(root.value) if isinstance(root, cst.Name) else None
+        if base is None and isinstance(root, cst.Name) and root.value == "self" and len(names) >= 3 \
+                and self.is_method:
+            # ``self.get_connection().filter(..)``: a method of the class hands out a manager
+            model = self.mod.self_reads.manager_model(self.qualname.split(".", 1)[0], names[1])
+            base = GetInfo(model, model, None, "django") if model else None
+        if (self.manager_chain(names) or (base is not None and len(names) >= 2)) and lazy:
+            # ``qs = M.objects.filter(..)``, and ``qs = qs.select_for_update()`` (even on one
+            # branch: the rows are read FOR UPDATE where it matters)
+            fu = any(terminal(c) == "select_for_update" for c in calls) or \
+                (base is not None and base.for_update)
+            model = base.model if base is not None else \
+                (root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None)
+            state = state_columns(value) | (base.state if base is not None else frozenset())
+            for t in targets:
+                if isinstance(t.target, cst.Name):
+                    qs = self.querysets[t.target.value] = GetInfo(model, model, None, "django",
+                                                                  for_update=fu)
+                    qs.state = state
+                    qs_set.add(t.target.value)
+        return qs_set
+
+    def bind_name(self, n: str, value: cst.BaseExpression, check, qs_set: set[str]) -> None:
+        """``n = value`` for a plain name: what ``n`` held is forgotten, what ``value``
+        carries (a check, an alias of an entity, taint, a new object, a session) is kept."""
+        if check:
+            self.check_vars[n] = check + (models_in(value),)
+            self.check_keys[n] = names_in(value)
+            self.check_lookups[n] = self.lookup_of(value)
+        if isinstance(value, cst.Name) and value.value in self.entities:
+            self.entities[n] = self.entities[value.value]          # alias
+            return
+        if n in self.entities and isinstance(value, cst.Name) and value.value == "None" and \
+                self.entities[n].maybe_none:
+            return          # ``else: found = None``: the lookup's miss, on another branch
+        if n in self.entities:
+            del self.entities[n]
+        if n not in qs_set:
+            self.querysets.pop(n, None)
+        keep_or_drop(self.taint, n, self.sources(value))
+        keep_or_drop(self.field_taint, n, self.fields_read(value))
+        keep_or_drop(self.new_objects, n, self.constructed(value))
+        if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():
+            self.sessions.add(n)
+        self.note_local(n, value)
 
     def sources(self, expr: cst.CSTNode) -> set:
         out: set = set()

@@ -21,6 +21,51 @@ from .selection import state_columns
 from .rules import lock_outside_transaction as txn108
 
 
+@dataclasses.dataclass
+class GetCall:
+    """A call :meth:`ReadFacts.classify_get` is deciding about, taken apart once."""
+
+    call: cst.Call
+    term: str
+    names: list
+    calls: list
+    root_name: str
+    name: str
+    for_update: bool
+    typed_name: Optional[str] = None
+
+
+def for_update_in(calls: list) -> bool:
+    """Whether a chain locks what it reads: ``select_for_update()``, ``with_for_update()``,
+    ``with_for_update=`` given, or ``execute(select(M).with_for_update())``."""
+    for c in calls:
+        if terminal(c) in ("select_for_update", "with_for_update"):
+            return True
+        for a in c.args:
+            if a.keyword is not None and a.keyword.value == "with_for_update":
+                return True
+            if isinstance(a.value, cst.Call) and ("with_for_update" in dotted(a.value.func) or any(
+                    terminal(cc) == "with_for_update" for cc in chain(a.value)[1])):
+                return True
+    return False
+
+
+def selected_model(calls: list, through_session: bool) -> Optional[str]:
+    """The model a SQLAlchemy chain selects: ``query(M)`` or ``execute(select(M))``."""
+    sel_model = None
+    for c in calls:
+        t = terminal(c)
+        if t == "query" and through_session:
+            sel_model = first_arg_name(c) or sel_model
+        if t in ("execute", "scalars", "scalar"):
+            for a in c.args:
+                if isinstance(a.value, cst.Call):
+                    for cc in chain(a.value)[1]:
+                        if terminal(cc) == "select":
+                            sel_model = first_arg_name(cc) or sel_model
+    return sel_model
+
+
 class ReadFacts:
     """Where entities come from: ORM gets, loaders, relations, SQLAlchemy row lists."""
 
@@ -68,123 +113,122 @@ class ReadFacts:
         return ent
 
     def classify_get(self, call: cst.Call) -> Optional[GetInfo]:
+        """The row read this call makes, if it is one: Django, SQLAlchemy, App Engine, or
+        the project's own getters (``[tool.txnsafety] gets``)."""
         term = terminal(call)
         if not term:
             return None
         names, calls, root = chain(call)
-        name = dotted(call.func)
-        v = self.vocab
-        for_update = any(terminal(c) in ("select_for_update", "with_for_update") for c in calls)
-        if not for_update:
-            for c in calls:
-                for a in c.args:
-                    if isinstance(a.value, cst.Call) and "with_for_update" in dotted(a.value.func) \
-                            or (a.keyword is not None and a.keyword.value == "with_for_update"):
-                        for_update = True
-        if not for_update:
-            # session.execute(select(M).with_for_update())
-            for c in calls:
-                for a in c.args:
-                    if isinstance(a.value, cst.Call):
-                        if any(terminal(cc) == "with_for_update" for cc in chain(a.value)[1]):
-                            for_update = True
-
-        typed_name = None
-
-        def mk(model, getter, fw, maybe_none=False, locked=False):
-            key = code_of(call)
-            key = re.sub(r"\.(select_for_update|with_for_update)\([^()]*\)", "", key)
-            session = None
-            if fw == "sqlalchemy":
-                for n in names[:-1]:
-                    if "session" in n.lower() or n in self.sessions:
-                        session = n
-                        break
-                session = session or typed_name
-            if session:
-                key = key.replace(session + ".", "<session>.", 1)
-            info = GetInfo(model, getter or model or name, key, fw, for_update=for_update,
-                           locked=locked, maybe_none=maybe_none)
-            info.session = session
-            info.lookup = lookup_columns(call)
-            info.state = state_columns(call)
-            return info
-
-        if term == "fetch_under_lock" or name_matches(name, {"fetch_under_lock"}):
+        g = GetCall(call, term, names, calls, root.value if isinstance(root, cst.Name) else "",
+                    dotted(call.func), for_update_in(calls))
+        if term == "fetch_under_lock" or name_matches(g.name, {"fetch_under_lock"}):
             inner = call.args[0].value if call.args else None
             model = None
             if isinstance(inner, cst.Name) and inner.value in self.entities:
                 model = self.entities[inner.value].model
-            return mk(model, "fetch_under_lock", None, locked=True)
-        root_name = root.value if isinstance(root, cst.Name) else ""
+            return self.get_info(g, model, "fetch_under_lock", None, locked=True)
+        found = self.django_get(g)
+        if found is not False:
+            return found
+        return self.sqla_get(g) or self.ndb_get(g) or self.project_get(g)
+
+    def get_info(self, g: "GetCall", model, getter, fw, maybe_none=False, locked=False) -> GetInfo:
+        """The read's facts: model, getter, a key naming the lookup (the session and any
+        FOR UPDATE clause left out, so two reads of one row compare equal), columns."""
+        key = code_of(g.call)
+        key = re.sub(r"\.(select_for_update|with_for_update)\([^()]*\)", "", key)
+        session = None
+        if fw == "sqlalchemy":
+            for n in g.names[:-1]:
+                if "session" in n.lower() or n in self.sessions:
+                    session = n
+                    break
+            session = session or g.typed_name
+        if session:
+            key = key.replace(session + ".", "<session>.", 1)
+        info = GetInfo(model, getter or model or g.name, key, fw, for_update=g.for_update,
+                       locked=locked, maybe_none=maybe_none)
+        info.session = session
+        info.lookup = lookup_columns(g.call)
+        info.state = state_columns(g.call)
+        return info
+
+    def django_get(self, g: "GetCall"):
+        """A Django read; ``False`` when the call is not a Django read at all, ``None``
+        when it is a manager chain that does not return a row."""
+        term, names, root_name = g.term, g.names, g.root_name
         if term == "get_object_or_404":
-            return mk(first_arg_name(call), None, "django")
+            return self.get_info(g, first_arg_name(g.call), None, "django")
         if term == "get_object" and root_name == "self" and len(names) == 2 and \
                 "django" in self.mod.info.frameworks | set(self.vocab.frameworks):
             # a class-based view's (or DRF view's) row: read by get_object(), usually in
             # dispatch()/get_context_data() before the handler that writes it
-            return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), "self.get_object", "django")
+            return self.get_info(g, self.mod.info.class_model(self.qualname.split(".", 1)[0]),
+                                 "self.get_object", "django")
         if term in DJANGO_GET_TERMINALS and "get_queryset" in names and root_name == "self":
-            return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), None, "django",
-                      maybe_none=term in ("first", "last"))
+            return self.get_info(g, self.mod.info.class_model(self.qualname.split(".", 1)[0]), None,
+                                 "django", maybe_none=term in ("first", "last"))
         if self.manager_chain(names) or (root_name in self.querysets and len(names) >= 2):
             if term in DJANGO_GET_TERMINALS or term in ("get_or_404",):
                 base = self.querysets.get(root_name)
                 if base is not None and base.for_update:
-                    for_update = True
+                    g.for_update = True
                 model = root_name if is_model_name(root_name) else (base.model if base else None)
-                return mk(model, None, "django", maybe_none=term in ("first", "last"))
+                return self.get_info(g, model, None, "django", maybe_none=term in ("first", "last"))
             return None
-        # SQLAlchemy
-        recv = names[:-1]
-        sessionish = any("session" in n.lower() for n in recv) or (root_name in self.sessions)
+        return False
+
+    def sqla_get(self, g: "GetCall") -> Optional[GetInfo]:
+        """A SQLAlchemy read: ``session.get(M, k)``, ``query(M)...first()``,
+        ``execute(select(M)...).scalar_one()``, Flask-SQLAlchemy's ``M.query.get()``."""
+        term, names, calls, root_name = g.term, g.names, g.calls, g.root_name
+        sessionish = any("session" in n.lower() for n in names[:-1]) or (root_name in self.sessions)
         if not sessionish and term in SQLA_TERMINALS:
-            typed = receiver_prefix(call)
+            typed = receiver_prefix(g.call)
             if self.typed_session(typed):
                 sessionish = True
-                typed_name = dotted(typed)
-        if term == "get" and (sessionish or root_name in ("db",)) and first_arg_name(call) \
-                and is_model_name(first_arg_name(call) or "") and len(call.args) >= 2:
-            return mk(first_arg_name(call), None, "sqlalchemy", maybe_none=True)
+                g.typed_name = dotted(typed)
+        first = first_arg_name(g.call)
+        if term == "get" and (sessionish or root_name in ("db",)) and first \
+                and is_model_name(first or "") and len(g.call.args) >= 2:
+            return self.get_info(g, first, None, "sqlalchemy", maybe_none=True)
         if term in ("get_or_404", "first_or_404", "one_or_404") and root_name == "db":
-            return mk(first_arg_name(call), None, "sqlalchemy")
-        if term in SQLA_TERMINALS:
-            sel_model = None
-            for c in calls:
-                t = terminal(c)
-                if t in ("query",) and (sessionish or "query" in names):
-                    sel_model = first_arg_name(c) or sel_model
-                if t in ("execute", "scalars", "scalar"):
-                    for a in c.args:
-                        if isinstance(a.value, cst.Call):
-                            for cc in chain(a.value)[1]:
-                                if terminal(cc) == "select":
-                                    sel_model = first_arg_name(cc) or sel_model
-            if "query" in names and is_model_name(root_name) and sel_model is None:
-                sel_model = root_name          # Flask-SQLAlchemy Model.query.get()
-            if sel_model or (term != "get" and sessionish and
-                             any(terminal(c) in ("execute", "scalars", "scalar", "query")
-                                 for c in calls)):
-                return mk(sel_model, None, "sqlalchemy", maybe_none=term in MAYBE_NONE)
-        # App Engine
-        if term == "get" and (names[-2:-1] == ["key"] or
-                              any(terminal(c) == "Key" for c in calls[1:])):
+            return self.get_info(g, first, None, "sqlalchemy")
+        if term not in SQLA_TERMINALS:
+            return None
+        sel_model = selected_model(calls, sessionish or "query" in names)
+        if "query" in names and is_model_name(root_name) and sel_model is None:
+            sel_model = root_name          # Flask-SQLAlchemy Model.query.get()
+        if sel_model or (term != "get" and sessionish and
+                         any(terminal(c) in ("execute", "scalars", "scalar", "query") for c in calls)):
+            return self.get_info(g, sel_model, None, "sqlalchemy", maybe_none=term in MAYBE_NONE)
+        return None
+
+    def ndb_get(self, g: "GetCall") -> Optional[GetInfo]:
+        """An App Engine read: ``key.get()``, ``ndb.Key(M, k).get()``, ``db.get(k)``,
+        ``M.get_by_id(k)``."""
+        term, names, calls, root_name = g.term, g.names, g.calls, g.root_name
+        if term == "get" and (names[-2:-1] == ["key"] or any(terminal(c) == "Key" for c in calls[1:])):
             model = None
             for c in calls[1:]:
                 if terminal(c) == "Key":
                     model = first_arg_name(c)
-            return mk(model, None, "ndb", maybe_none=True)
+            return self.get_info(g, model, None, "ndb", maybe_none=True)
         if term == "get" and root_name == "db" and len(names) == 2:
-            return mk(None, "db.get", "ndb", maybe_none=True)
+            return self.get_info(g, None, "db.get", "ndb", maybe_none=True)
         owner = names[-2] if len(names) >= 2 else ""      # ``pkg.objects.Backup.get_by_id(...)``
         if term in ("get_by_id", "get_by_key_name", "get_or_insert") and is_model_name(owner):
-            return mk(owner, None, "ndb" if "ndb" in self.mod.info.frameworks or owner == root_name else None,
-                      maybe_none=term != "get_or_insert")
-        if name_matches(name, v.gets):
-            model = root_name if is_model_name(root_name) else None
-            return mk(model, name, None, maybe_none=True)
-        if term.startswith("get_") and is_model_name(root_name) and len(names) == 2:
-            return mk(root_name, None, None, maybe_none=True)
+            fw = "ndb" if "ndb" in self.mod.info.frameworks or owner == root_name else None
+            return self.get_info(g, owner, None, fw, maybe_none=term != "get_or_insert")
+        return None
+
+    def project_get(self, g: "GetCall") -> Optional[GetInfo]:
+        """The project's own getters (``gets`` in the settings) and ``Model.get_x(...)``."""
+        if name_matches(g.name, self.vocab.gets):
+            model = g.root_name if is_model_name(g.root_name) else None
+            return self.get_info(g, model, g.name, None, maybe_none=True)
+        if g.term.startswith("get_") and is_model_name(g.root_name) and len(g.names) == 2:
+            return self.get_info(g, g.root_name, None, None, maybe_none=True)
         return None
 
     def record_get(self, call: cst.Call, info: GetInfo) -> None:

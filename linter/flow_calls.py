@@ -18,6 +18,7 @@ from .syntax import (
     is_model_name, kwarg, label, names_in, terminal)
 from .module_facts import GetInfo
 from .provenance import relation_change
+from .rules import side_effect
 from .rules.claim import claimed_by_update, update_message
 from .selection import condition_names, set_columns, state_columns
 from .rules import lock_outside_transaction as txn108
@@ -100,14 +101,8 @@ class CallFacts:
                 self.transactional_task(call):
             return
         txn = self.in_txn()
-        if txn is not None and (txn.retrying or self.mod.cfg.side_effects_in_any_transaction):
-            line = self.line(call)
-            why = ("can be retried, so it may run several times" if txn.retrying
-                   else "can roll back after it ran")
-            self.report(call, "TXN107", (
-                f"TXN107 retry side effect: `{parts.name}()` at line {line} runs inside "
-                f"`{txn.label}` (line {txn.line}), which {why}; move it after the transaction, "
-                f"into transaction.on_commit(), or make it a transactional task"))
+        if side_effect.fires(txn, self.mod.cfg.side_effects_in_any_transaction):
+            self.report(call, side_effect.CODE, side_effect.message(parts.name, self.line(call), txn))
 
     def reread(self, call: cst.Call, parts: "CallParts") -> bool:
         """``x.refresh_from_db()`` / ``session.refresh(x)``: the entity is read again."""

@@ -12,6 +12,7 @@ import libcst as cst
 from .model import Confidence, Entity
 from .module_facts import protection_needed
 from .rules.claim import claimed
+from .rules import two_copies
 from .rules.read_modify_write import compose, judge
 
 
@@ -82,21 +83,9 @@ class WriteFacts:
 
     def check_internal(self, ent: Entity, w_line: int) -> None:
         """TXN103 in one function: two objects for the same row, both written."""
-        if not ent.key:
-            return
-        for other in set(self.entities.values()):
-            if other is ent or other.key != ent.key or not other.writes:
-                continue
-            if ent.framework == "sqlalchemy" and ent.session == other.session:
-                continue     # the identity map hands out one object per row and session
-            first_write = min(other.writes)
-            if other.had_rmw and ent.read_line < first_write < w_line and other.read_line <= w_line:
-                self.report(w_line, "TXN103", (
-                    f"TXN103 internal: `{ent.name}` (read at line {ent.read_line}) and "
-                    f"`{other.name}` (read at line {other.read_line}) are two objects for the same "
-                    f"row; `{other.name}` is written at line {first_write}, then `{ent.name}` at "
-                    f"line {w_line} overwrites that change; read the row once and reuse the object"))
-                return
+        other = two_copies.overwritten_by(ent, set(self.entities.values()), w_line)
+        if other is not None:
+            self.report(w_line, two_copies.CODE, two_copies.message(ent, other, w_line))
 
     def flush_all(self, node: cst.CSTNode, verb: str, line: Optional[int] = None,
                   session: Optional[str] = None) -> None:

@@ -23,6 +23,7 @@ from .syntax import source_lines
 from .module_facts import ModuleInfo
 from .rules.read_modify_write import compose, judge
 from .rules import lock_outside_transaction as txn108
+from .rules import two_copies
 from .dataflow import CallSite, FunctionAnalyzer, _Positions
 from .prefilter import Prefilter
 from .self_reads import SelfReads
@@ -403,16 +404,11 @@ class ModuleAnalyzer:
                 continue
             later = [w for w in ent.writes if w > site.line]
             if ent.read_line < site.line and later and ent.had_rmw:
-                hr, hw = summary[ent.getter]
                 where = "lines" if callee.mod is self else \
                     f"{os.path.basename(callee.mod.filename) or 'another module'} lines"
-                if self.cfg.code_enabled("TXN103"):
-                    self.add(Finding(later[0], 0, "TXN103", (
-                        f"TXN103 internal: `{ent.name}` read at line {ent.read_line} and "
-                        f"written at line {later[0]}, but `{callee.name}()` called at line {site.line} "
-                        f"reads and writes the same `{ent.getter}` row as another object ({where} "
-                        f"{hr}/{hw}), and one write erases the other; pass `{ent.name}` to the helper "
-                        f"instead of re-reading")))
+                if self.cfg.code_enabled(two_copies.CODE):
+                    self.add(Finding(later[0], 0, two_copies.CODE, two_copies.helper_message(
+                        ent, later[0], callee.name, site.line, where, summary[ent.getter])))
                 return
 
 

@@ -49,7 +49,7 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     Rule("TXN101", _RMW, ("django_txn101.py", "sqlalchemy_txn101.py")),
     Rule("TXN102", _RMW, ("django_txn102.py", "sqlalchemy_txn102.py", "django_real_shapes.py",
                           "django_value_provenance.py", "sqlalchemy_value_provenance.py")),
-    Rule("TXN103", "txnsafety_lint.dataflow:FunctionAnalyzer.check_internal",
+    Rule("TXN103", "txnsafety_lint.rules.two_copies:overwritten_by",
          ("django_txn103.py", "sqlalchemy_txn103.py")),
     Rule("TXN104", _RMW, ("django_txn104.py", "sqlalchemy_txn104.py")),
     # compare-and-set claims: rules/claim.py:claimed, fed by the same walk
@@ -57,7 +57,7 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          ("django_txn105.py", "sqlalchemy_txn105.py", "django_real_shapes.py",
           "django_txn105_claim.py", "sqlalchemy_txn105_claim.py", "django_across_rows.py")),
     Rule("TXN106", _RMW, ("django_txn106.py", "sqlalchemy_txn106.py", "generic_object_layer.py")),
-    Rule("TXN107", "txnsafety_lint.dataflow:FunctionAnalyzer.call",
+    Rule("TXN107", "txnsafety_lint.rules.side_effect:fires",
          ("django_txn107.py", "sqlalchemy_txn107.py")),
     Rule("TXN108", "txnsafety_lint.rules.lock_outside_transaction:settle",
          ("django_txn108.py",)),        # sqlalchemy_txn108.py: only safe twins (autobegin)

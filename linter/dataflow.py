@@ -51,6 +51,9 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         #: local -> the (entity name, field) pairs its value was made from (``d = x.due``)
         self.field_taint: dict[str, set] = dict(outer.field_taint) if outer else {}
         self.querysets: dict[str, GetInfo] = dict(outer.querysets) if outer else {}
+        #: the names a queryset was built from (``qs = M.objects.filter(**kw)``: ``kw``), so a
+        #: check on ``qs`` shares its values with an insert made from them
+        self.queryset_keys: dict[str, frozenset] = dict(outer.queryset_keys) if outer else {}
         self.sessions: set[str] = set(outer.sessions) if outer else set()
         #: local name -> what it holds, as sessions.SessionTypes resolves it ("": unknown)
         self.types: dict[str, str] = dict(outer.types) if outer else {}
@@ -67,6 +70,9 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         self.lock_models: dict[int, Optional[str]] = {}
         self.checks: list[Check] = []
         self.integrity_depth = 0
+        #: ``IntegrityError`` handlers around the statement that apply the change again
+        #: (``except IntegrityError: qs.update(...)``): the loser of an insert race keeps its work
+        self.reapplying_depth = 0
         self.params: dict[str, Entity] = {}
         self.param_order: list[str] = []
         self.param_writes: dict[str, tuple] = {}

@@ -139,6 +139,7 @@ class AssignFacts:
                                                                   for_update=fu)
                     qs.state = state
                     qs_set.add(t.target.value)
+                    self.queryset_keys[t.target.value] = frozenset(names_in(value))
         return qs_set
 
     def bind_name(self, n: str, value: cst.BaseExpression, check, qs_set: set[str]) -> None:
@@ -146,7 +147,8 @@ class AssignFacts:
         carries (a check, an alias of an entity, taint, a new object, a session) is kept."""
         if check:
             self.check_vars[n] = check + (models_in(value),)
-            self.check_keys[n] = names_in(value)
+            self.check_keys[n] = names_in(value).union(
+                *(self.queryset_keys.get(k, ()) for k in names_in(value)))
             self.check_lookups[n] = self.lookup_of(value)
         if isinstance(value, cst.Name) and value.value in self.entities:
             self.entities[n] = self.entities[value.value]          # alias

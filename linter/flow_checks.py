@@ -12,10 +12,10 @@ import libcst as cst
 
 from .model import Check, CheckKind, Entity, Finding
 from .syntax import (
-    code_of, dotted, insert_keys, iter_calls, lookup_columns, maybe_models, models_in, names_in,
+    chain, code_of, dotted, insert_keys, iter_calls, lookup_columns, maybe_models, models_in, names_in,
     terminal)
 from .module_facts import UNPROTECTED_POLICIES
-from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
+from .rules.check_then_act import Act, ActKind, conflict_settles, depends_on, unique_key_settles
 from .rules.check_then_act import confidence as check_then_act_confidence
 from .rules.check_then_act import message as check_then_act_message
 from .rules.check_then_act import stored_aggregate_message
@@ -36,6 +36,10 @@ class CheckFacts:
                 return ("exists", "existence")
         while isinstance(expr, cst.UnaryOperation):
             expr = expr.expression
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "rowcount":
+            expr = expr.value
+        if isinstance(expr, cst.Call) and self.queryset_update(expr):
+            return ("updated", "the rows an update matched")  # ``if not qs.update(n=F("n") + 1):``
         if isinstance(expr, cst.BooleanOperation):      # ``if flag and 0 < LIMIT <= M.objects.count():``
             return self.check_kind(expr.left) or self.check_kind(expr.right)
         if isinstance(expr, cst.Comparison):
@@ -43,11 +47,29 @@ class CheckFacts:
                 t = terminal(call)
                 if t == "count" and (self.orm_query(call) or dotted(call.func) == "func.count"):
                     return ("count", "a count")
+                if t in ("update", "execute") and self.queryset_update(call):
+                    return ("updated", "the rows an update matched")
                 if t == "len" and isinstance(call.func, cst.Name) and call.args and \
                         isinstance(call.args[0].value, cst.Call) and \
                         self.orm_query(call.args[0].value):
                     return ("count", "a count")
         return None
+
+    def queryset_update(self, call: cst.Call) -> bool:
+        """An update whose result counts the rows it matched: ``M.objects.filter(..).update(..)``,
+        ``qs.update(..)`` of a queryset bound here, SQLAlchemy's ``session.query(M)...update()``
+        and ``session.execute(update(M)...)`` (its ``rowcount``)."""
+        term = terminal(call)
+        if term == "execute":
+            inner = call.args[0].value if call.args else None
+            return isinstance(inner, cst.Call) and any(terminal(c) == "update" for c in chain(inner)[1])
+        if term != "update":
+            return False
+        names, _calls, root = chain(call)
+        root_name = root.value if isinstance(root, cst.Name) else ""
+        if self.manager_chain(names) or root_name in self.querysets:
+            return True
+        return "query" in names and (root_name in self.sessions or any("session" in n.lower() for n in names))
 
     def aggregate_kind(self, expr: cst.CSTNode) -> Optional[str]:
         """``"a count"`` / ``"an aggregate"`` when ``expr`` reads one from the database."""
@@ -117,7 +139,8 @@ class CheckFacts:
                           self.protected_now(models if CheckKind(kind).missing_row else frozenset()),
                           models, found[3] if len(found) > 3 else None,
                           column=found[4] if len(found) > 4 else None)
-            check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)))
+            check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)),
+                                              *(self.queryset_keys.get(n, ()) for n in names_in(test)))
             check.lookup = self.lookup_of(test)
             self.checks.append(check)
 
@@ -223,9 +246,10 @@ class CheckFacts:
         check = pending[-1]
         for c in pending:
             c.used = True
-        if unique_key_settles(check, act, self.mod.cfg.unique_keys):
+        if conflict_settles(check, unique_key_settles(check, act, self.mod.cfg.unique_keys),
+                            self.integrity_depth > 0, self.reapplying_depth > 0):
             return
-        if act.line in self.reported_write_lines or self.integrity_depth:
+        if act.line in self.reported_write_lines:
             return
         if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
             return

@@ -24,6 +24,10 @@ from .rules import lock_outside_transaction as txn108
 from .flow_types import Returned
 
 
+#: calls in an ``IntegrityError`` handler that apply the change again to the row that won
+_REAPPLYING = frozenset({"update", "save", "update_or_create"})
+
+
 class StatementWalk:
     """Statement by statement: blocks, branches, with, loops, try, return."""
 
@@ -224,8 +228,12 @@ class StatementWalk:
                         for h in node.handlers)
         not_found = any(h.type is not None and NOT_FOUND_ERRORS.search(code_of(h.type))
                         for h in node.handlers)
+        reapplies = integrity and any(
+            h.type is not None and INTEGRITY_ERRORS.search(code_of(h.type)) and
+            any(terminal(c) in _REAPPLYING for c in iter_calls(h.body)) for h in node.handlers)
         if integrity:
             self.integrity_depth += 1
+            self.reapplying_depth += reapplies
         get_line = None
         get_model = None
         get_lookup = None
@@ -248,6 +256,7 @@ class StatementWalk:
         self.block(node.body)
         if integrity:
             self.integrity_depth -= 1
+            self.reapplying_depth -= reapplies
         for h in node.handlers:
             miss = None
             if get_line is not None and h.type is not None and NOT_FOUND_ERRORS.search(code_of(h.type)):

@@ -127,10 +127,11 @@ class CheckKind(str, enum.Enum):
     COUNT = "count"            # a count compared with something
     LIMIT = "limit"            # a row's own field compared with a limit
     AGGREGATE = "aggregate"    # a value computed from the table (``Max("n") + 1``)
+    UPDATED = "updated"        # the rows an update matched (none: insert instead)
 
     @property
     def missing_row(self) -> bool:
-        return self in (CheckKind.EXISTS, CheckKind.NONE)
+        return self in (CheckKind.EXISTS, CheckKind.NONE, CheckKind.UPDATED)
 
 
 @dataclasses.dataclass(eq=False)

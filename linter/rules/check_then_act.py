@@ -110,7 +110,10 @@ def normalises(check: Check, blocks: list) -> bool:
 def confidence(check: Check, act: Act, params: set) -> Confidence:
     """``LOW`` when the model checked or inserted is a class the caller passes
     (``def save_row(data, ModelClass)``): whether a unique key settles the race depends on
-    the models the callers pass, which the function cannot show."""
+    the models the callers pass, which the function cannot show.  Not after an update that
+    matched no row: no key settles that (:func:`conflict_settles`), whatever the model."""
+    if check.kind is CheckKind.UPDATED:
+        return Confidence.HIGH
     models = set(check.models) | ({act.model} if act.model else set())
     return Confidence.LOW if models & (params - {"self", "cls"}) else Confidence.HIGH
 
@@ -141,10 +144,28 @@ def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
     return act.model is not None and covered(declared, act.columns)
 
 
+def conflict_settles(check: Check, unique_key: bool, in_integrity_handler: bool,
+                     handler_reapplies: bool) -> bool:
+    """Whether the database's refusal of a duplicate makes the pair safe.
+
+    For a missing row (``exists()`` false, ``DoesNotExist``), a unique key or an
+    ``IntegrityError`` handler does: the loser's insert fails and the winner's row is the
+    one both wanted.  Not after an update that matched no row (``if not
+    qs.update(n=F("n") + 1): M.objects.create(n=1)``): the loser's insert fails too, but
+    its change (the increment) goes with it, unless the handler applies it again to the
+    row the winner inserted (``except IntegrityError: qs.update(n=F("n") + 1)``)."""
+    if check.kind is CheckKind.UPDATED:
+        return handler_reapplies
+    return unique_key or in_integrity_handler
+
+
 def message(check: Check, act: Act, framework: Optional[str]) -> str:
     if check.kind is CheckKind.AGGREGATE:
         fix = ("declare a unique constraint on the computed column (with its scope) and retry on "
                "IntegrityError, or lock the parent row before computing it")
+    elif check.kind is CheckKind.UPDATED:
+        fix = ("make it one upsert (bulk_create(update_conflicts=True), INSERT ... ON CONFLICT DO "
+               "UPDATE), or catch IntegrityError around the insert and run the update again")
     elif check.kind.missing_row:
         fix = {"django": "use get_or_create()/update_or_create(), or a unique constraint and "
                          "catch IntegrityError around the create",

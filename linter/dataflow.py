@@ -18,6 +18,8 @@ from .sessions import cst_local_names, is_session_type, shape_of_cst
 from .syntax import MANAGERS, code_of, dotted, is_model_name
 from .module_facts import GetInfo, MANAGER_BASES
 from .provenance import request_data
+from .lazy_locks import lazy_locks
+from .rules import lazy_lock
 from .rules.claim import Selection, matters
 from .rules.claim import message as claim_message
 
@@ -165,6 +167,16 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
             self.taint.pop(pname, None)
         self.block(node.body)
         self.finish_claims()
+        self.finish_lazy_locks()
+
+    def finish_lazy_locks(self) -> None:
+        """TXN105 for a ``select_for_update()`` queryset first run by its own update."""
+        if "select_for_update" not in self.mod.source:
+            return
+        for lock in lazy_locks(self.node, self.line):
+            found = lazy_lock.message(lock)
+            if found is not None:
+                self.report(lock.bound, lazy_lock.CODE, found, confidence=Confidence.MEDIUM)
 
     def is_receiver(self) -> bool:
         """A signal receiver: its parameters are rows the sender read, and no call in the

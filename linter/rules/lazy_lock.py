@@ -1,0 +1,33 @@
+"""TXN105 on a lock taken too late: a ``select_for_update()`` queryset first run by its own
+``update()``/``delete()``, or never run at all (facts: ``lazy_locks.py``).
+
+Reported when the function did something with the rows it meant to hold before the lock
+was taken (a call between the binding and the first use: a read, a method of the row) and
+writes or inserts besides the queryset's own statement: that write is computed from reads
+no lock covered, the check-then-act the lock was written to prevent. A lazy queryset that
+only runs its own update (``qs = ...select_for_update(); qs.update(...)``) is left alone:
+the UPDATE locks its rows itself, and nothing depends on a read before it.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..lazy_locks import LazyLock
+
+CODE = "TXN105"
+
+
+def message(lock: LazyLock) -> Optional[str]:
+    """The finding for ``lock``, or None when nothing depends on it."""
+    if not lock.reads or not lock.writes:
+        return None
+    if lock.first_use is None:
+        return (f"{CODE} check-then-act: `{lock.name}` (line {lock.bound}) is a select_for_update() "
+                f"queryset that never runs, so no row is locked, and the write at line "
+                f"{lock.writes[-1]} relies on reads no lock covered; evaluate it "
+                f"(`row = qs.get()`, `list(qs)`) inside the transaction and compute from the locked row")
+    return (f"{CODE} check-then-act: `{lock.name}` (line {lock.bound}) is a select_for_update() "
+            f"queryset first run by `{lock.name}.{lock.verb}()` at line {lock.first_use}; a queryset "
+            f"takes its row locks when it runs, so the reads before that line ran unlocked and the "
+            f"write at line {lock.writes[-1]} relies on them; evaluate the lock first "
+            f"(`row = qs.get()`, `list(qs)`) and compute from the locked row")

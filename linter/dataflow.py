@@ -174,6 +174,8 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         if "select_for_update" not in self.mod.source:
             return
         for lock in lazy_locks(self.node, self.line):
+            if self.reported_write_lines.intersection(lock.writes):
+                continue        # the write is reported already, for the read the lock did not cover
             found = lazy_lock.message(lock)
             if found is not None:
                 self.report(lock.bound, lazy_lock.CODE, found, confidence=Confidence.MEDIUM)

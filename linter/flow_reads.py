@@ -19,6 +19,7 @@ from .syntax import (
 from .module_facts import GetInfo
 from .selection import state_columns
 from .rules import lock_outside_transaction as txn108
+from .rules import locked_get_or_create
 
 
 @dataclasses.dataclass
@@ -239,6 +240,11 @@ class ReadFacts:
                 self.report(call, "TXN108", deferrable=True, message=txn108.message(line))
             self.row_locks.append((line, txn))
             self.lock_models[line] = info.model
+            looked_up = locked_get_or_create.lookup(call)
+            if info.framework == "django" and looked_up is not None and \
+                    not locked_get_or_create.settled(info.model, looked_up, self.mod.cfg.unique_keys):
+                self.report(call, locked_get_or_create.CODE, locked_get_or_create.message(
+                    info.model, terminal(call), line, looked_up))
         elif info.locked:
             self.row_locks.append((line, None))
 

@@ -88,6 +88,10 @@ caller_site: ContextVar[Site | None] = ContextVar("txnsafety_caller_site", defau
 #: The awaiting user frame itself (the same hop), for questions about the line's code
 #: (:mod:`txnsafety.limits`: is a count compared with a limit?).
 caller_frame: ContextVar[Any] = ContextVar("txnsafety_caller_frame", default=None)
+#: The frames from the awaiting one outward, taken when the hop started: a suspended
+#: coroutine's ``f_back`` is None, so the thread could not climb past the awaiting frame
+#: to the coroutines awaiting *it* (a helper coroutine's caller; TXN105's extent).
+caller_chain: ContextVar[tuple[Any, ...]] = ContextVar("txnsafety_caller_chain", default=())
 
 
 def user_site(skip: int = 1) -> Site | None:
@@ -145,10 +149,21 @@ def frames_here(skip: int = 1) -> Iterator[Any]:
         while frame is not None:
             yield frame
             frame = frame.f_back
-    awaiting = caller_frame.get()
-    while awaiting is not None:
-        yield awaiting
-        awaiting = awaiting.f_back
+    yield from outward(caller_frame.get())
+
+
+def outward(frame: Any) -> Iterator[Any]:
+    """``frame`` and the frames that called it, outermost last.  For the awaiting frame of a
+    ``sync_to_async`` hop (suspended: no ``f_back``) the chain taken when the hop began."""
+    if frame is None:
+        return
+    chain = caller_chain.get()
+    if chain and chain[0] is frame:
+        yield from chain
+        return
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
 
 
 def site_from(frame: Any) -> Site | None:

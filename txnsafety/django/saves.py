@@ -27,7 +27,8 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from ..sites import Site, is_library_file, site_from
+from ..config import settings
+from ..sites import Site, is_library_file, register_boundaries, site_from, site_past, sites_wanted, wants_site
 from ..values import NOT_LOADED, is_expression, looks_derived
 
 #: ``instance.__dict__[LOADED]``: ``(request token, field attnames, values)`` of the last
@@ -111,6 +112,20 @@ _CONTRIB = os.path.join(_DJANGO, "django", "contrib") + os.sep
 #: above one of them is a middleware or a test client call, not the code that wrote.
 _BOUNDARIES = tuple(os.path.join(_DJANGO, "django", *parts) for parts in (
     ("core", "handlers") + ("",), ("utils", "deprecation.py"), ("test", "client.py")))
+#: Reads by library code beyond those (a generic view's ``get_object``) name the frame
+#: past the ORM's own (:func:`txnsafety.sites.site_from`), as writes name the library's call.
+register_boundaries(_BOUNDARIES, (os.path.join(_DJANGO, "django", "db") + os.sep,))
+
+_REFRESH_METHODS = frozenset({"refresh_from_db", "arefresh_from_db"})
+
+
+def refresh_site(instance: Any, frame: Any) -> Site | None:
+    """Where ``instance.refresh_from_db()`` was called: past the model's own overrides
+    (``super().refresh_from_db()``), as a write's site is past its ``save()`` overrides.
+    None while the model's reads are not located (the ``read_sites`` setting)."""
+    if not ((sites_wanted or settings.read_sites == "always") and wants_site(type(instance))):
+        return None
+    return site_past(frame, instance, _REFRESH_METHODS)
 
 
 def locate(frame: Any, instance: Any) -> tuple[Site | None, bool]:

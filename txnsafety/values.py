@@ -11,7 +11,9 @@ database itself loses nothing when
 
 The checker cannot follow data flow at run time, so "does not come from the read" is
 judged from the value the column held when it was loaded and the value written, by
-the ways read-modify-writes compute (see :func:`looks_derived`).  Integrations ask
+the ways read-modify-writes compute (see :func:`looks_derived`).  A number or a date
+that changed could be either; for those (:func:`vouched_by_code`) the integrations ask
+the code that assigns the attribute (:mod:`txnsafety.provenance`).  Integrations ask
 :func:`is_expression` and :func:`looks_derived` per written column and hand the
 checker only the columns written from the read.
 """
@@ -84,6 +86,25 @@ def looks_derived(new: Any, loaded: Any, *, relation: bool = False) -> bool:
     except Exception:  # a value that cannot be compared: assume the worst
         return True
     return False
+
+
+def vouched_by_code(new: Any, loaded: Any, *, alone: bool = False) -> bool:
+    """True when ``looks_derived`` said yes only because of the kind of value: a number or
+    a date/time that changed.  Whether such a value was computed from the read is told by
+    the code that assigns the attribute (:mod:`txnsafety.provenance`), not by the value.
+
+    ``alone``: the column is the only one the write sends.  An unchanged number or date
+    there was assigned (by code that derives it or not), not left stale beside columns
+    that changed, so the code decides too.  Beside others it is a stale copy written back.
+    """
+    if isinstance(new, bool) or not (isinstance(new, _NUMBERS) or isinstance(new, (_dt.date, _dt.timedelta))):
+        return False
+    if new is loaded:
+        return alone
+    try:
+        return alone or new != loaded
+    except Exception:
+        return False
 
 
 def _is_now(value: _dt.datetime) -> bool:

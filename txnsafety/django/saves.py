@@ -29,7 +29,8 @@ from typing import Any, Iterable
 
 from ..config import settings
 from ..sites import Site, is_library_file, register_boundaries, site_from, site_past, sites_wanted, wants_site
-from ..values import NOT_LOADED, is_expression, looks_derived
+from ..provenance import derived_somewhere
+from ..values import NOT_LOADED, is_expression, looks_derived, vouched_by_code
 
 #: ``instance.__dict__[LOADED]``: ``(request token, field attnames, values)`` of the last
 #: load from the database under a checker scope, or ``(request token, {attname: value})``
@@ -66,11 +67,15 @@ def merge_refresh(instance: Any, temp: Any, token: Any) -> None:
     instance.__dict__[LOADED] = (token, values)
 
 
-def from_read(instance: Any, model: type, written: frozenset[str] | None) -> frozenset[str] | None:
+def from_read(instance: Any, model: type, written: frozenset[str] | None,
+              batch: bool = False) -> frozenset[str] | None:
     """The columns of this write whose value may come from the read (``None``: the whole row).
 
     ``written`` is the set of field names the write sends (``None``: ``save()`` without
     ``update_fields``, which writes every column, including all the ones nobody set).
+    ``batch``: a ``bulk_update()``; of one column, it is the idiom after a loop that sets
+    that column on each object, so a number or date still at its loaded value was set
+    too (a position that did not move) and the code decides whether it is derived.
     """
     meta = model._meta
     if written is None:
@@ -90,8 +95,12 @@ def from_read(instance: Any, model: type, written: frozenset[str] | None) -> fro
         if getattr(field, "auto_now", False):
             continue  # Django sets it to now() inside save_base
         before = loaded.get(attname, NOT_LOADED) if loaded is not None else _UNKNOWN
-        if before is _UNKNOWN or looks_derived(value, before, relation=bool(field.is_relation)):
+        if before is _UNKNOWN:
             keep.append(name)
+        elif looks_derived(value, before, relation=bool(field.is_relation)) and (
+                field.is_relation or not vouched_by_code(value, before, alone=batch and len(written) == 1)
+                or derived_somewhere(model, attname)):
+            keep.append(name)  # (a number or date: derived only if some code derives it)
     return frozenset(keep)
 
 

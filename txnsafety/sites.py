@@ -203,12 +203,19 @@ def site_past(frame: Any, instance: Any, methods: frozenset[str]) -> Site | None
     """The first user frame from ``frame`` outwards (then the frames awaiting a
     ``sync_to_async`` hop) that is not one of ``instance``'s own ``methods``: a model's
     override calling ``super().refresh_from_db()`` is not the user's call that read."""
+    library: Any = None  # the first library frame past the data layer (a form's save())
+    skip = (_PACKAGE_DIR + os.sep,) + _data_layer
     for found in frames_from(frame):
         code = found.f_code
         if code.co_name in methods and found.f_locals.get("self") is instance:
             continue
-        if not is_library_file(code.co_filename, found.f_globals):
+        verdict = is_library_file(code.co_filename, found.f_globals)
+        if not verdict:
             return Site(code.co_filename, found.f_lineno, code.co_name)
+        if library is None and not os.path.abspath(code.co_filename).startswith(skip):
+            library = found
+        if verdict is BOUNDARY and library is not None:  # beyond it: a middleware (see site_from)
+            return Site(library.f_code.co_filename, library.f_lineno, library.f_code.co_name)
     return None
 
 

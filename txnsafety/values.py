@@ -89,22 +89,40 @@ def looks_derived(new: Any, loaded: Any, *, relation: bool = False) -> bool:
 
 
 def vouched_by_code(new: Any, loaded: Any, *, alone: bool = False) -> bool:
-    """True when ``looks_derived`` said yes only because of the kind of value: a number or
-    a date/time that changed.  Whether such a value was computed from the read is told by
-    the code that assigns the attribute (:mod:`txnsafety.provenance`), not by the value.
+    """True when ``looks_derived`` said yes only because of the kind of value, so the code
+    that assigns the attribute decides (:mod:`txnsafety.provenance`), not the value:
 
-    ``alone``: the column is the only one the write sends.  An unchanged number or date
-    there was assigned (by code that derives it or not), not left stale beside columns
-    that changed, so the code decides too.  Beside others it is a stale copy written back.
+    * a number or a date/time that changed (``n += 1`` or a form's quantity?);
+    * a value equal to the one loaded but not the same object: the code assigned it (a
+      form re-saving the text it showed), it was not left stale — for the kinds a
+      database driver makes afresh for each row (text and bytes of two characters or
+      more, numbers outside CPython's small-int cache, floats, decimals, dates);
+    * ``alone``: a number or date that is the only column of a ``bulk_update()``, even
+      unchanged (a position that did not move: the loop set it, see Django's ``saves``).
+
+    A value that *is* the object loaded (``None``, a small int, or any column nobody
+    touched) beside columns that changed is a stale copy written back: never vouched.
     """
-    if isinstance(new, bool) or not (isinstance(new, _NUMBERS) or isinstance(new, (_dt.date, _dt.timedelta))):
+    if isinstance(new, bool) or new is None:
         return False
-    if new is loaded:
-        return alone
+    kind_by_code = isinstance(new, _NUMBERS) or isinstance(new, (_dt.date, _dt.time, _dt.timedelta))
     try:
-        return alone or new != loaded
+        if new is loaded:
+            return alone and kind_by_code
+        if new == loaded:
+            return _fresh(new) or (alone and kind_by_code)
+        return kind_by_code
     except Exception:
         return False
+
+
+def _fresh(value: Any) -> bool:
+    """Whether equal values of this kind are distinct objects (no cache or interning shares them)."""
+    if isinstance(value, (str, bytes)):
+        return len(value) > 1
+    if isinstance(value, int):
+        return not -5 <= value <= 256
+    return isinstance(value, (float, Decimal, _dt.date, _dt.time, _dt.timedelta))
 
 
 def _is_now(value: _dt.datetime) -> bool:

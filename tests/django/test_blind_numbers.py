@@ -26,6 +26,8 @@ class Shelf(models.Model):
     shelf_hits = models.IntegerField(default=0)
     shelf_rank = models.IntegerField(default=0)
     opened = models.DateField(null=True)
+    shelf_label = models.CharField(max_length=40, default="")
+    shelf_note = models.CharField(max_length=40, default="")
 
     class Meta:
         app_label = "django_app"
@@ -40,12 +42,14 @@ def alias(db):
     """``db`` with three shelves."""
     conn = connections[db]
     with txnsafety.suppress(reason="test data setup"):
-        if Shelf._meta.db_table not in conn.introspection.table_names():
-            with conn.schema_editor() as editor:
-                editor.create_model(Shelf)
+        with conn.schema_editor() as editor:
+            if Shelf._meta.db_table in conn.introspection.table_names():
+                editor.delete_model(Shelf)
+            editor.create_model(Shelf)
         Shelf.objects.using(db).all().delete()
         for pk in (1, 2, 3):
-            Shelf.objects.using(db).create(pk=pk, shelf_hits=10, shelf_rank=pk, opened=dt.date(2020, 1, pk))
+            Shelf.objects.using(db).create(pk=pk, shelf_hits=10, shelf_rank=pk, opened=dt.date(2020, 1, pk),
+                                           shelf_label=f"shelf {pk}", shelf_note=f" note {pk} ")
     conn.close()
     return db
 
@@ -105,4 +109,23 @@ def test_an_untouched_number_written_beside_a_changed_column_is_a_stale_copy(ali
     assert txnsafety_violations[0].detail["fields written"] == "opened, shelf_rank"
     shelf = Shelf.objects.using(alias).get(pk=2)
     shelf.save(update_fields=["shelf_rank"])              # saved alone, untouched: a stale copy too
+    assert txnsafety_violations.codes() == ["TXN102", "TXN102"]
+
+
+def test_text_assigned_the_value_it_had_is_blind_but_text_left_untouched_is_a_stale_copy(
+        alias, txnsafety_violations):
+    """django-oscar's attribute form re-saves the text it showed beside a changed column."""
+    shelf = Shelf.objects.using(alias).get(pk=1)
+    shelf.shelf_label = "".join(["shelf ", "1"])          # the form's text: equal, not the object loaded
+    shelf.opened = dt.date(2022, 2, 2)
+    shelf.save(update_fields=["shelf_label", "opened"])
+    assert txnsafety_violations == []
+    shelf = Shelf.objects.using(alias).get(pk=2)
+    shelf.opened = dt.date(2022, 2, 2)
+    shelf.save(update_fields=["shelf_label", "opened"])   # shelf_label untouched: written back stale
+    assert txnsafety_violations.codes() == ["TXN102"]
+    shelf = Shelf.objects.using(alias).get(pk=3)
+    shelf.shelf_note = (shelf.shelf_note + "!")[:-1]      # computed from the read: equal, a new object
+    shelf.opened = dt.date(2022, 2, 2)
+    shelf.save(update_fields=["shelf_note", "opened"])
     assert txnsafety_violations.codes() == ["TXN102", "TXN102"]

@@ -56,6 +56,16 @@ def test_read_site_of_a_library_view_behind_a_user_middleware_is_the_librarys(
     assert violation.read_site.file.endswith(os.path.join("django", "thirdparty.py"))
 
 
+def test_refresh_by_a_library_behind_a_user_middleware_is_the_librarys(sqlite_db, client, txnsafety_violations):
+    with override_settings(ROOT_URLCONF="tests.django.thirdparty",
+                           MIDDLEWARE=["txnsafety.django.middleware.TxnSafetyMiddleware",
+                                       "tests.django.user_middleware.PassThrough"]):
+        assert client.get("/refresh/1/").status_code == 200
+    (violation,) = txnsafety_violations
+    assert violation.read_site.function == "refresh_visit"
+    assert violation.read_site.file.endswith(os.path.join("django", "thirdparty.py"))
+
+
 def test_a_user_view_behind_a_user_middleware_keeps_its_own_sites(sqlite_db, client, txnsafety_violations):
     with override_settings(ROOT_URLCONF="tests.django.user_views",
                            MIDDLEWARE=["txnsafety.django.middleware.TxnSafetyMiddleware",

@@ -4,8 +4,10 @@ A number written by a partial write looks the same whether it was computed from 
 value loaded (``line.quantity += n``: two requests racing lose one increment) or not
 (a quantity typed in a form, a position in a list: a blind write, the last writer
 wins by design).  The values cannot tell; the code that assigns the attribute can.
-So a number (or a date that is not "now") that changed is taken as derived from the
-read only when some code assigns that attribute from itself:
+So a number (or a date that is not "now") that changed, and a value equal to the one
+loaded but a new object (assigned by code, not left stale: see
+:func:`txnsafety.values.vouched_by_code`), is taken as derived from the read only when
+some code assigns that attribute from itself:
 
 * ``x.n += k`` (any augmented assignment of the attribute);
 * ``x.n = <expr>`` / ``setattr(x, "n", <expr>)`` where ``<expr>`` reads ``.n``
@@ -91,7 +93,7 @@ def _derived_in_file(filename: str) -> frozenset[str]:
     try:
         with tokenize.open(filename) as handle:
             tree = ast.parse(handle.read(), filename)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+    except (OSError, SyntaxError, ValueError):  # (UnicodeDecodeError is a ValueError)
         return frozenset()
     names: set[str] = set()
     for scope in _scopes(tree):

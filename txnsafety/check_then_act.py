@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from .codes import Code
 from .context import RequestScope, Transaction, held_leases
 from .report import Violation, report
-from .sites import Site, frames_here, is_library_file, sites_wanted, user_frame
+from .sites import Site, frames_here, is_library_file, outward, sites_wanted, user_frame
 
 #: Empty lookups kept per model and request (a loop of lookups keeps the latest ones).
 MAX_LOOKUPS = 64
@@ -163,11 +163,12 @@ def _extent(frame: Any) -> frozenset[tuple[int, Any]]:
     if frame is None:
         return frozenset()
     marks = {(id(frame), frame.f_code)}
-    outer = frame.f_back
-    while outer is not None and is_library_file(outer.f_code.co_filename, outer.f_globals):
-        outer = outer.f_back
-    if outer is not None:
-        marks.add((id(outer), outer.f_code))
+    callers = outward(frame)
+    next(callers)
+    for outer in callers:  # (a helper coroutine's caller: from the chain its hop kept)
+        if not is_library_file(outer.f_code.co_filename, outer.f_globals):
+            marks.add((id(outer), outer.f_code))
+            break
     return frozenset(marks)
 
 

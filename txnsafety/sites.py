@@ -46,9 +46,12 @@ def is_library_file(filename: str, module_globals: dict | None = None) -> bool:
 
     A data layer of the application's own marks itself as library code with a
     module-level ``__txnsafety_library__ = True``, so that sites point at its callers.
+    The verdict of a file at a request boundary (:func:`register_boundaries`) is
+    :data:`BOUNDARY`, which is true as well.
     """
     verdict = _verdicts.get(filename)
     if verdict is None:
+        path = ""
         if module_globals is not None and module_globals.get("__txnsafety_library__"):
             verdict = True
         elif filename.startswith("<") and filename != "<stdin>":
@@ -58,9 +61,29 @@ def is_library_file(filename: str, module_globals: dict | None = None) -> bool:
             # An editable install of a library lives outside site-packages; the
             # tests of txnsafety itself are user code.
             verdict = path.startswith(_ROOTS) or path.startswith(settings.library_paths or ("\0",))
+        if verdict and _boundaries and (path or os.path.abspath(filename)).startswith(_boundaries):
+            verdict = BOUNDARY
         if len(_verdicts) < 10_000:
             _verdicts[filename] = verdict
     return verdict
+
+
+#: The verdict of library files a request crosses between the server and the application
+#: (a framework's request handler, its test client): a user frame found beyond one of them
+#: is a middleware or a test's client call, not the code that read.
+BOUNDARY: Any = 2
+_boundaries: tuple[str, ...] = ()
+#: The data layer's own files (an ORM): the library's call a site names instead of a
+#: user frame beyond a boundary is the first frame past them.
+_data_layer: tuple[str, ...] = ()
+
+
+def register_boundaries(boundaries: tuple[str, ...], data_layer: tuple[str, ...]) -> None:
+    """An integration names its framework's request boundaries and its ORM's files (path prefixes)."""
+    global _boundaries, _data_layer
+    _boundaries = tuple(sorted(set(_boundaries) | set(boundaries)))
+    _data_layer = tuple(sorted(set(_data_layer) | set(data_layer)))
+    forget_file_verdicts()
 
 
 def forget_file_verdicts() -> None:
@@ -88,6 +111,10 @@ caller_site: ContextVar[Site | None] = ContextVar("txnsafety_caller_site", defau
 #: The awaiting user frame itself (the same hop), for questions about the line's code
 #: (:mod:`txnsafety.limits`: is a count compared with a limit?).
 caller_frame: ContextVar[Any] = ContextVar("txnsafety_caller_frame", default=None)
+#: The frames from the awaiting one outward, taken when the hop started: a suspended
+#: coroutine's ``f_back`` is None, so the thread could not climb past the awaiting frame
+#: to the coroutines awaiting *it* (a helper coroutine's caller; TXN105's extent).
+caller_chain: ContextVar[tuple[Any, ...]] = ContextVar("txnsafety_caller_chain", default=())
 
 
 def user_site(skip: int = 1) -> Site | None:
@@ -117,8 +144,13 @@ def user_frame(skip: int = 1) -> Any:
     return found if found is not None else caller_frame.get()
 
 
-def _first_user_frame(frame: Any) -> Any:
-    """The innermost frame of user code from ``frame`` outwards, across greenlets, or None."""
+def _first_user_frame(frame: Any, past_boundary: bool = False) -> Any:
+    """The innermost frame of user code from ``frame`` outwards, across greenlets, or None.
+
+    With ``past_boundary``, a walk that crosses a request boundary (:data:`BOUNDARY`)
+    before any user frame returns the library's own call instead (:func:`_library_caller`):
+    the user frame beyond it is a middleware that only passed the request on.
+    """
     verdicts = _verdicts
     for segment in _segments(frame):
         frame = segment
@@ -129,8 +161,22 @@ def _first_user_frame(frame: Any) -> Any:
                 verdict = is_library_file(code.co_filename, frame.f_globals)
             if not verdict:
                 return frame
+            if verdict is BOUNDARY and past_boundary:
+                return _library_caller(segment)
             frame = frame.f_back
     return None
+
+
+def _library_caller(frame: Any) -> Any:
+    """The first frame from ``frame`` outwards past txnsafety's and the data layer's own:
+    the library code that made the query (a generic view's ``get_object``)."""
+    skip = (_PACKAGE_DIR + os.sep,) + _data_layer
+    start = frame
+    while frame is not None:
+        if not os.path.abspath(frame.f_code.co_filename).startswith(skip):
+            return frame
+        frame = frame.f_back
+    return start
 
 
 def frames_here(skip: int = 1) -> Iterator[Any]:
@@ -140,20 +186,59 @@ def frames_here(skip: int = 1) -> Iterator[Any]:
         frame: Any = sys._getframe(skip + 1)
     except ValueError:
         return
+    yield from frames_from(frame)
+
+
+def frames_from(frame: Any) -> Iterator[Any]:
+    """:func:`frames_here` from ``frame``."""
     for segment in _segments(frame):
         frame = segment
         while frame is not None:
             yield frame
             frame = frame.f_back
-    awaiting = caller_frame.get()
-    while awaiting is not None:
-        yield awaiting
-        awaiting = awaiting.f_back
+    yield from outward(caller_frame.get())
+
+
+def site_past(frame: Any, instance: Any, methods: frozenset[str]) -> Site | None:
+    """The first user frame from ``frame`` outwards (then the frames awaiting a
+    ``sync_to_async`` hop) that is not one of ``instance``'s own ``methods``: a model's
+    override calling ``super().refresh_from_db()`` is not the user's call that read."""
+    library: Any = None  # the first library frame past the data layer (a form's save())
+    skip = (_PACKAGE_DIR + os.sep,) + _data_layer
+    for found in frames_from(frame):
+        code = found.f_code
+        if code.co_name in methods and found.f_locals.get("self") is instance:
+            continue
+        verdict = is_library_file(code.co_filename, found.f_globals)
+        if not verdict:
+            return Site(code.co_filename, found.f_lineno, code.co_name)
+        if library is None and not os.path.abspath(code.co_filename).startswith(skip):
+            library = found
+        if verdict is BOUNDARY and library is not None:  # beyond it: a middleware (see site_from)
+            return Site(library.f_code.co_filename, library.f_lineno, library.f_code.co_name)
+    return None
+
+
+def outward(frame: Any) -> Iterator[Any]:
+    """``frame`` and the frames that called it, outermost last.  For the awaiting frame of a
+    ``sync_to_async`` hop (suspended: no ``f_back``) the chain taken when the hop began."""
+    if frame is None:
+        return
+    chain = caller_chain.get()
+    if chain and chain[0] is frame:
+        yield from chain
+        return
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
 
 
 def site_from(frame: Any) -> Site | None:
-    """:func:`user_site`, starting at ``frame`` (a caller's frame kept for later)."""
-    found = _first_user_frame(frame)
+    """:func:`user_site`, starting at ``frame`` (a caller's frame kept for later).
+
+    Library code reached through the request handler (a third-party or generic view)
+    names its own call rather than the user's middleware above it."""
+    found = _first_user_frame(frame, True)
     if found is None:
         return caller_site.get()
     return Site(found.f_code.co_filename, found.f_lineno, found.f_code.co_name)

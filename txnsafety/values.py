@@ -11,7 +11,9 @@ database itself loses nothing when
 
 The checker cannot follow data flow at run time, so "does not come from the read" is
 judged from the value the column held when it was loaded and the value written, by
-the ways read-modify-writes compute (see :func:`looks_derived`).  Integrations ask
+the ways read-modify-writes compute (see :func:`looks_derived`).  A number or a date
+that changed could be either; for those (:func:`vouched_by_code`) the integrations ask
+the code that assigns the attribute (:mod:`txnsafety.provenance`).  Integrations ask
 :func:`is_expression` and :func:`looks_derived` per written column and hand the
 checker only the columns written from the read.
 """
@@ -84,6 +86,43 @@ def looks_derived(new: Any, loaded: Any, *, relation: bool = False) -> bool:
     except Exception:  # a value that cannot be compared: assume the worst
         return True
     return False
+
+
+def vouched_by_code(new: Any, loaded: Any, *, alone: bool = False) -> bool:
+    """True when ``looks_derived`` said yes only because of the kind of value, so the code
+    that assigns the attribute decides (:mod:`txnsafety.provenance`), not the value:
+
+    * a number or a date/time that changed (``n += 1`` or a form's quantity?);
+    * a value equal to the one loaded but not the same object: the code assigned it (a
+      form re-saving the text it showed), it was not left stale — for the kinds a
+      database driver makes afresh for each row (text and bytes of two characters or
+      more, numbers outside CPython's small-int cache, floats, decimals, dates);
+    * ``alone``: a number or date that is the only column of a ``bulk_update()``, even
+      unchanged (a position that did not move: the loop set it, see Django's ``saves``).
+
+    A value that *is* the object loaded (``None``, a small int, or any column nobody
+    touched) beside columns that changed is a stale copy written back: never vouched.
+    """
+    if isinstance(new, bool) or new is None:
+        return False
+    kind_by_code = isinstance(new, _NUMBERS) or isinstance(new, (_dt.date, _dt.time, _dt.timedelta))
+    try:
+        if new is loaded:
+            return alone and kind_by_code
+        if new == loaded:
+            return _fresh(new) or (alone and kind_by_code)
+        return kind_by_code
+    except Exception:
+        return False
+
+
+def _fresh(value: Any) -> bool:
+    """Whether equal values of this kind are distinct objects (no cache or interning shares them)."""
+    if isinstance(value, (str, bytes)):
+        return len(value) > 1
+    if isinstance(value, int):
+        return not -5 <= value <= 256
+    return isinstance(value, (float, Decimal, _dt.date, _dt.time, _dt.timedelta))
 
 
 def _is_now(value: _dt.datetime) -> bool:

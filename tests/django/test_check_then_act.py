@@ -8,6 +8,7 @@ duplicate row being made, and the unique key preventing it.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 
@@ -189,4 +190,56 @@ def test_an_insert_by_get_or_create_acts_on_its_own_lookup_not_an_earlier_check(
     except Account.DoesNotExist:
         pass
     Account.objects.using(db).get_or_create(owner="zed", defaults={"pk": 50})   # looks again itself
+    assert txnsafety_violations == []
+
+
+# -- async: the check in an awaited helper coroutine ----------------------------------------------
+
+async def _owner_taken(alias, owner):
+    """The check, in a helper coroutine its caller awaits (the async ORM hops to a thread)."""
+    return await Account.objects.using(alias).filter(owner=owner).aexists()
+
+
+async def _signup(alias, pk, owner):
+    if not await _owner_taken(alias, owner):                          # the check, in the helper
+        await Account.objects.using(alias).acreate(pk=pk, owner=owner)  # the act, in its caller
+
+
+async def _create_account(alias, pk, owner):
+    await Account.objects.using(alias).acreate(pk=pk, owner=owner)
+
+
+async def _signup_through_helpers(alias, pk, owner):
+    if not await _owner_taken(alias, owner):                          # the check, in one helper
+        await _create_account(alias, pk, owner)                       # the act, in another
+
+
+async def _validate_owner(alias, owner):
+    if await _owner_taken(alias, owner):
+        raise ValueError("taken")
+
+
+async def _unrelated(alias):
+    await _validate_owner(alias, "zed")                               # a validation that returned
+    await Account.objects.using(alias).acreate(pk=50, owner="zed")    # later code, not what it guarded
+
+
+@pytest.mark.parametrize("signup", [_signup, _signup_through_helpers])
+def test_a_check_in_an_awaited_helper_coroutine_pairs_with_its_callers_insert(db, signup, txnsafety_violations):
+    async def main():
+        with txnsafety.request_scope("POST /signup/"):
+            await signup(db, 50, "zed")
+
+    asyncio.run(main())
+    (violation,) = txnsafety_violations
+    assert violation.code.value == "TXN105" and violation.detail["check"] == "exists() false"
+    assert violation.read_site.file == HERE and violation.read_site.function == "_owner_taken"
+
+
+def test_an_async_check_whose_code_has_returned_does_not_pair(db, txnsafety_violations):
+    async def main():
+        with txnsafety.request_scope("POST /signup/"):
+            await _unrelated(db)
+
+    asyncio.run(main())
     assert txnsafety_violations == []

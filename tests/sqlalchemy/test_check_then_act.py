@@ -8,6 +8,7 @@ first.  Two real concurrent Sessions show the duplicate being made.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 
@@ -16,7 +17,7 @@ from sqlalchemy import Column, Integer, String, UniqueConstraint, exists, func, 
 from sqlalchemy.exc import IntegrityError
 
 import txnsafety
-from fixtures.sqla_app.engines import sync_stack
+from fixtures.sqla_app.engines import async_stack, sync_stack
 from fixtures.sqla_app.models import Base, Counter
 
 from .conftest import is_pg
@@ -197,3 +198,47 @@ def test_the_unique_constraint_turns_the_second_insert_into_an_error(stack, txns
         pytest.skip("the legacy SQLite driver mode serializes the writers' commits differently; PostgreSQL shows it")
     assert len(_two_at_once(stack, _claim)) == 1
     assert txnsafety_violations == []
+
+
+# -- async: the check in an awaited helper coroutine ----------------------------------------------
+
+async def _member_taken(session, email):
+    """The check, in a helper coroutine its caller awaits (AsyncSession runs the ORM in a greenlet)."""
+    return (await session.scalars(select(Member).where(Member.email == email))).first() is not None
+
+
+async def _join(session, email):
+    if not await _member_taken(session, email):                       # the check, in the helper
+        session.add(Member(id=1, email=email))                        # the act, in its caller
+        await session.commit()
+
+
+async def _validate(session, email):
+    if await _member_taken(session, email):
+        raise ValueError("taken")
+
+
+async def _unrelated(session, email):
+    await _validate(session, email)                                   # a validation that returned
+    session.add(Member(id=1, email=email))                            # later code, not what it guarded
+    await session.commit()
+
+
+@pytest.mark.parametrize("join", [_join, _unrelated])
+def test_a_check_in_an_awaited_helper_coroutine_pairs_with_its_callers_insert(stack, join, txnsafety_violations):
+    async def main():
+        astack = async_stack(stack.url)
+        try:
+            with txnsafety.request_scope("POST /join/"):
+                async with astack.Auto() as session:
+                    await join(session, "zed@example.org")
+        finally:
+            await astack.dispose()
+
+    asyncio.run(main())
+    if join is _unrelated:
+        assert txnsafety_violations == []
+        return
+    (violation,) = txnsafety_violations
+    assert violation.code.value == "TXN105"
+    assert violation.read_site.file == HERE and violation.read_site.function == "_member_taken"

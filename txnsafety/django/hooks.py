@@ -97,7 +97,8 @@ def _field_names(model: type, fields: Iterable[Any] | None) -> frozenset[str] | 
 
 
 def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, *,
-                created: bool | None = None, versioned: bool = False, frame: Any = None) -> None:
+                created: bool | None = None, versioned: bool = False, frame: Any = None,
+                batch: bool = False) -> None:
     """Judge a write of ``instance`` on database ``using`` (``fields`` None: whole row).
 
     The facts go to the checker (:func:`txnsafety.checker.write`), which judges:
@@ -132,7 +133,7 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
             if id(instance) not in scope.stamps:
                 _earlier_read(scope, instance)
             if not versioned and sent is not None:
-                written = saves.from_read(instance, cls, sent)
+                written = saves.from_read(instance, cls, sent, batch)
                 versioned = not written  # nothing from the read: this write cannot stomp
         if policy.versioned_field and not versioned and not created:
             _check_unversioned_write(instance, policy, key, txn)
@@ -195,7 +196,7 @@ def _bulk_update(self: QuerySet, objs: Any, fields: Any, batch_size: Any = None)
         objs = tuple(objs)
         using = self._db or router.db_for_write(self.model)
         for obj in objs:
-            judge_write(obj, using, fields, created=False)
+            judge_write(obj, using, fields, created=False, batch=True)
     return original(self, objs, fields, batch_size=batch_size)
 
 

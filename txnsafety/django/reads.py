@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections import deque
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -348,7 +349,8 @@ def _refresh_from_db(self: Model, *args: Any, **kwargs: Any) -> Any:
         for temp in holder.temps:
             saves.merge_refresh(self, temp, scope.token)
     if checked(type(self)) and (fields is None or read_stamp(self) is None):
-        record_read(self, transaction=txns.transaction_for(self._state.db), for_update=holder.for_update)
+        record_read(self, transaction=txns.transaction_for(self._state.db), for_update=holder.for_update,
+                    site=saves.refresh_site(self, sys._getframe(1)))
     return result
 
 

@@ -27,8 +27,10 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable
 
-from ..sites import Site, is_library_file, site_from
-from ..values import NOT_LOADED, is_expression, looks_derived
+from ..config import settings
+from ..sites import Site, is_library_file, register_boundaries, site_from, site_past, sites_wanted, wants_site
+from ..provenance import derived_somewhere
+from ..values import NOT_LOADED, is_expression, looks_derived, vouched_by_code
 
 #: ``instance.__dict__[LOADED]``: ``(request token, field attnames, values)`` of the last
 #: load from the database under a checker scope, or ``(request token, {attname: value})``
@@ -65,11 +67,15 @@ def merge_refresh(instance: Any, temp: Any, token: Any) -> None:
     instance.__dict__[LOADED] = (token, values)
 
 
-def from_read(instance: Any, model: type, written: frozenset[str] | None) -> frozenset[str] | None:
+def from_read(instance: Any, model: type, written: frozenset[str] | None,
+              batch: bool = False) -> frozenset[str] | None:
     """The columns of this write whose value may come from the read (``None``: the whole row).
 
     ``written`` is the set of field names the write sends (``None``: ``save()`` without
     ``update_fields``, which writes every column, including all the ones nobody set).
+    ``batch``: a ``bulk_update()``; of one column, it is the idiom after a loop that sets
+    that column on each object, so a number or date still at its loaded value was set
+    too (a position that did not move) and the code decides whether it is derived.
     """
     meta = model._meta
     if written is None:
@@ -89,8 +95,12 @@ def from_read(instance: Any, model: type, written: frozenset[str] | None) -> fro
         if getattr(field, "auto_now", False):
             continue  # Django sets it to now() inside save_base
         before = loaded.get(attname, NOT_LOADED) if loaded is not None else _UNKNOWN
-        if before is _UNKNOWN or looks_derived(value, before, relation=bool(field.is_relation)):
+        if before is _UNKNOWN:
             keep.append(name)
+        elif looks_derived(value, before, relation=bool(field.is_relation)) and (
+                field.is_relation or not vouched_by_code(value, before, alone=batch and len(written) == 1)
+                or derived_somewhere(model, attname)):
+            keep.append(name)  # (a number or date: derived only if some code derives it)
     return frozenset(keep)
 
 
@@ -111,6 +121,20 @@ _CONTRIB = os.path.join(_DJANGO, "django", "contrib") + os.sep
 #: above one of them is a middleware or a test client call, not the code that wrote.
 _BOUNDARIES = tuple(os.path.join(_DJANGO, "django", *parts) for parts in (
     ("core", "handlers") + ("",), ("utils", "deprecation.py"), ("test", "client.py")))
+#: Reads by library code beyond those (a generic view's ``get_object``) name the frame
+#: past the ORM's own (:func:`txnsafety.sites.site_from`), as writes name the library's call.
+register_boundaries(_BOUNDARIES, (os.path.join(_DJANGO, "django", "db") + os.sep,))
+
+_REFRESH_METHODS = frozenset({"refresh_from_db", "arefresh_from_db"})
+
+
+def refresh_site(instance: Any, frame: Any) -> Site | None:
+    """Where ``instance.refresh_from_db()`` was called: past the model's own overrides
+    (``super().refresh_from_db()``), as a write's site is past its ``save()`` overrides.
+    None while the model's reads are not located (the ``read_sites`` setting)."""
+    if not ((sites_wanted or settings.read_sites == "always") and wants_site(type(instance))):
+        return None
+    return site_past(frame, instance, _REFRESH_METHODS)
 
 
 def locate(frame: Any, instance: Any) -> tuple[Site | None, bool]:

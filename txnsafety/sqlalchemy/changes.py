@@ -13,19 +13,24 @@ from typing import Any
 from sqlalchemy.orm.base import NEVER_SET, NO_VALUE
 from sqlalchemy.sql.elements import ClauseElement
 
-from ..values import NOT_LOADED, looks_derived
+from ..provenance import derived_somewhere
+from ..values import NOT_LOADED, looks_derived, vouched_by_code
 
 
 def from_read(values: dict[str, Any], committed: dict[str, Any], changed: list[str],
-              relations: frozenset[str]) -> list[str]:
+              relations: frozenset[str], model: Any = None) -> list[str]:
     """The changed columns whose new value may be computed from the loaded one
-    (``committed`` holds what was loaded; ``NO_VALUE`` when the column never was)."""
+    (``committed`` holds what was loaded; ``NO_VALUE`` when the column never was).
+    A changed number or date counts only when some code derives ``model``'s attribute
+    from itself (:func:`txnsafety.provenance.derived_somewhere`)."""
     derived = []
     for key in changed:
         value, loaded = values.get(key), committed.get(key, NO_VALUE)
         if type(value) in _NUMBERS and type(loaded) in _NUMBERS and key not in relations:
-            derived.append(key)  # the common case, arithmetic on a number: no call
-        elif looks_derived(value, _loaded(loaded), relation=key in relations):
+            if model is None or derived_somewhere(model, key):  # (one dict look-up once read)
+                derived.append(key)
+        elif looks_derived(value, _loaded(loaded), relation=key in relations) and (
+                model is None or not vouched_by_code(value, _loaded(loaded)) or derived_somewhere(model, key)):
             derived.append(key)
     return derived
 

@@ -277,7 +277,7 @@ def _judge_update(state: Any) -> None:
     if entry is None:
         _earlier_read(obj, cls, state)
     sent = changed + atomic if atomic else changed  # for the report only
-    derived = from_read(state.dict, committed, changed, info.relations)
+    derived = from_read(state.dict, committed, changed, info.relations, cls)
     if not derived:
         # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
         # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once

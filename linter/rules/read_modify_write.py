@@ -126,91 +126,114 @@ def _fw(ent: Entity, vocab: Vocab, scope: Optional[Scope] = None) -> str:
 
 def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, detail,
             vocab: Vocab) -> str:
-    name = ent.name
-    r = ent.read_line
-    if ent.source == "param":
-        src = "came in as a parameter"
-    elif ent.source == "call" and ent.via:
-        src = f"read by {ent.via} at line {r}"
-    elif ent.source == "self":
-        src = f"read by the caller of {ent.via}"
-    else:
-        src = f"read at line {r}"
+    """The message of a verdict of :func:`judge`: what was read where, how it was written,
+    and the fix that fits the framework and the protection that was (not) there."""
+    src = _source(ent)
     if code == "TXN101":
-        scope: Scope = detail
-        fw = _fw(ent, vocab, scope)
-        if scope.kind == "lock":
-            fix = (f"re-read it under the lock: `with fetch_under_lock({name}) as {name}:` "
-                   f"(or a fresh get inside the block)")
-        elif fw == "django":
-            fix = "move the read inside the block and lock the row with select_for_update()"
-        elif fw == "sqlalchemy":
-            fix = "move the read inside the block and lock the row with with_for_update()"
-        elif fw == "ndb":
-            fix = "move the get inside the transaction"
-        else:
-            fix = "move the read inside the transaction or lock"
-        where = "outside any transaction or lock" if ent.source != "param" else \
-            "(read by the caller, outside it)"
-        if ent.policy in LOCK_POLICIES and ent.source != "param":
-            where = "outside any lock"
-        elif ent.policy in TXN_POLICIES and ent.source != "param" and \
-                any(s.kind == "lock" for s in ent.scopes):
-            model = f"`{ent.model}`" if ent.model else "its model"
-            where = f"under a lock but outside any transaction ({model} is declared @{ent.policy})"
-        return (f"TXN101 half-protected: `{name}` {src} {where}, {verb} at line {w_line} inside "
-                f"`{scope.label}` (line {scope.line}); {fix}")
+        return _compose_half_protected(ent, src, w_line, verb, detail, vocab)
     if code in ("TXN102", "TXN106") and isinstance(detail, tuple) and detail[0] == "no-lock":
         return _compose_no_lock(code, ent, src, w_line, verb, relevant, detail[1], vocab)
     if code in ("TXN102", "TXN106") and isinstance(detail, tuple) and detail[0] == "no-txn":
         return _compose_no_txn(code, ent, src, w_line, verb, relevant, detail[1], vocab)
     if code in ("TXN102", "TXN106") and detail is None:
-        fw = _fw(ent, vocab)
-        if code == "TXN106":
-            attr, mline = _counter_change(relevant)
-            return (f"TXN106 lost-update counter: `{name}.{attr}` changed in Python at line {mline} "
-                    f"from the value {src} and {verb} at line {w_line} with no transaction or lock; "
-                    f"{_counter_fix(fw, attr)}")
-        fix = {"django": "do the read and the save in transaction.atomic() with select_for_update(), "
-                         "or save(update_fields=[...]) of values that do not come from the read",
-               "sqlalchemy": "read it with with_for_update() and commit before anyone else can, or "
-                             "add a version_id_col",
-               "ndb": "do the get and the put in one @ndb.transactional function"}.get(
-            fw, "hold user_write_lock() (or a transaction with a row lock) around the read and the write")
-        return (f"TXN102 unprotected: `{name}` {src}, changed ({_fields(relevant)}) and {verb} at "
-                f"line {w_line} with no transaction or lock; {fix}")
+        return _compose_unprotected(code, ent, src, w_line, verb, relevant, vocab)
     if code == "TXN104":
-        kind = detail[0]
-        if kind == "released":
-            return (f"TXN104 scope-changed: `{name}` read FOR UPDATE at line {r}, but the row lock "
-                    f"ended with the commit at line {detail[1]} before it was {verb} at line {w_line}; "
-                    f"keep the read and the write in one transaction")
-        if kind == "ended":
-            scope = detail[1]
-            return (f"TXN104 scope-changed: `{name}` {src} inside `{scope.label}` ({scope.where}line "
-                    f"{scope.line}) but {verb} at line {w_line} after it ended; do the read and the "
-                    f"write inside the same transaction or lock")
-        lock, txn = detail[1], detail[2]
-        return (f"TXN104 scope-changed: `{name}` {src} and {verb} at line {w_line} under `{lock.label}` "
-                f"(line {lock.line}), but the lock is released before `{txn.label}` (line {txn.line}) "
-                f"commits, so the next holder can read the old row; take the lock outside the "
-                f"transaction or use a transaction-level lock (select_for_update, "
-                f"pg_advisory_xact_lock)")
+        return _compose_scope_changed(ent, src, w_line, verb, detail)
     if code in ("TXN106", "TXN109"):
-        scope = detail
-        fw = _fw(ent, vocab, scope)
-        iso = "READ COMMITTED"
-        if code == "TXN106":
-            attr, mline = _counter_change(relevant)
-            return (f"TXN106 lost-update counter: `{name}.{attr}` changed in Python at line {mline} "
-                    f"from the value {src} and {verb} at line {w_line} inside `{scope.label}` "
-                    f"(line {scope.line}), which at {iso} does not lock the row; "
-                    f"{_counter_fix(fw, attr)}")
-        lock = "with_for_update()" if fw == "sqlalchemy" else "select_for_update()"
-        return (f"TXN109 weak isolation: `{name}` {src}, changed ({_fields(relevant)}) and {verb} at "
-                f"line {w_line} inside `{scope.label}` (line {scope.line}) at {iso} with no row lock "
-                f"or version check; read it with {lock} or add a version column")
-    return f"{code} {CODES[code].kind}: `{name}` {src}, {verb} at line {w_line}"
+        return _compose_weak_isolation(code, ent, src, w_line, verb, relevant, detail, vocab)
+    return f"{code} {CODES[code].kind}: `{ent.name}` {src}, {verb} at line {w_line}"
+
+
+def _source(ent: Entity) -> str:
+    """Where the entity's values came from, as the message says it."""
+    if ent.source == "param":
+        return "came in as a parameter"
+    if ent.source == "call" and ent.via:
+        return f"read by {ent.via} at line {ent.read_line}"
+    if ent.source == "self":
+        return f"read by the caller of {ent.via}"
+    return f"read at line {ent.read_line}"
+
+
+def _compose_half_protected(ent: Entity, src: str, w_line: int, verb: str, scope: Scope,
+                            vocab: Vocab) -> str:
+    name = ent.name
+    fw = _fw(ent, vocab, scope)
+    if scope.kind == "lock":
+        fix = (f"re-read it under the lock: `with fetch_under_lock({name}) as {name}:` "
+               f"(or a fresh get inside the block)")
+    elif fw == "django":
+        fix = "move the read inside the block and lock the row with select_for_update()"
+    elif fw == "sqlalchemy":
+        fix = "move the read inside the block and lock the row with with_for_update()"
+    elif fw == "ndb":
+        fix = "move the get inside the transaction"
+    else:
+        fix = "move the read inside the transaction or lock"
+    where = "outside any transaction or lock" if ent.source != "param" else \
+        "(read by the caller, outside it)"
+    if ent.policy in LOCK_POLICIES and ent.source != "param":
+        where = "outside any lock"
+    elif ent.policy in TXN_POLICIES and ent.source != "param" and \
+            any(s.kind == "lock" for s in ent.scopes):
+        model = f"`{ent.model}`" if ent.model else "its model"
+        where = f"under a lock but outside any transaction ({model} is declared @{ent.policy})"
+    return (f"TXN101 half-protected: `{name}` {src} {where}, {verb} at line {w_line} inside "
+            f"`{scope.label}` (line {scope.line}); {fix}")
+
+
+def _compose_unprotected(code: str, ent: Entity, src: str, w_line: int, verb: str, relevant: list,
+                         vocab: Vocab) -> str:
+    fw = _fw(ent, vocab)
+    if code == "TXN106":
+        attr, mline = _counter_change(relevant)
+        return (f"TXN106 lost-update counter: `{ent.name}.{attr}` changed in Python at line {mline} "
+                f"from the value {src} and {verb} at line {w_line} with no transaction or lock; "
+                f"{_counter_fix(fw, attr)}")
+    fix = {"django": "do the read and the save in transaction.atomic() with select_for_update(), "
+                     "or save(update_fields=[...]) of values that do not come from the read",
+           "sqlalchemy": "read it with with_for_update() and commit before anyone else can, or "
+                         "add a version_id_col",
+           "ndb": "do the get and the put in one @ndb.transactional function"}.get(
+        fw, "hold user_write_lock() (or a transaction with a row lock) around the read and the write")
+    return (f"TXN102 unprotected: `{ent.name}` {src}, changed ({_fields(relevant)}) and {verb} at "
+            f"line {w_line} with no transaction or lock; {fix}")
+
+
+def _compose_scope_changed(ent: Entity, src: str, w_line: int, verb: str, detail: tuple) -> str:
+    name = ent.name
+    kind = detail[0]
+    if kind == "released":
+        return (f"TXN104 scope-changed: `{name}` read FOR UPDATE at line {ent.read_line}, but the row "
+                f"lock ended with the commit at line {detail[1]} before it was {verb} at line {w_line}; "
+                f"keep the read and the write in one transaction")
+    if kind == "ended":
+        scope = detail[1]
+        return (f"TXN104 scope-changed: `{name}` {src} inside `{scope.label}` ({scope.where}line "
+                f"{scope.line}) but {verb} at line {w_line} after it ended; do the read and the "
+                f"write inside the same transaction or lock")
+    lock, txn = detail[1], detail[2]
+    return (f"TXN104 scope-changed: `{name}` {src} and {verb} at line {w_line} under `{lock.label}` "
+            f"(line {lock.line}), but the lock is released before `{txn.label}` (line {txn.line}) "
+            f"commits, so the next holder can read the old row; take the lock outside the "
+            f"transaction or use a transaction-level lock (select_for_update, "
+            f"pg_advisory_xact_lock)")
+
+
+def _compose_weak_isolation(code: str, ent: Entity, src: str, w_line: int, verb: str, relevant: list,
+                            scope: Scope, vocab: Vocab) -> str:
+    fw = _fw(ent, vocab, scope)
+    iso = "READ COMMITTED"
+    if code == "TXN106":
+        attr, mline = _counter_change(relevant)
+        return (f"TXN106 lost-update counter: `{ent.name}.{attr}` changed in Python at line {mline} "
+                f"from the value {src} and {verb} at line {w_line} inside `{scope.label}` "
+                f"(line {scope.line}), which at {iso} does not lock the row; "
+                f"{_counter_fix(fw, attr)}")
+    lock = "with_for_update()" if fw == "sqlalchemy" else "select_for_update()"
+    return (f"TXN109 weak isolation: `{ent.name}` {src}, changed ({_fields(relevant)}) and {verb} at "
+            f"line {w_line} inside `{scope.label}` (line {scope.line}) at {iso} with no row lock "
+            f"or version check; read it with {lock} or add a version column")
 
 
 def _compose_no_lock(code: str, ent: Entity, src: str, w_line: int, verb: str, relevant: list,

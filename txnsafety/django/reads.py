@@ -243,10 +243,17 @@ def _each_row(queryset: Any, rows: Iterator[Any], scope: Any, leases: tuple[Any,
     holder = _refreshing.get()
     token = scope.token
     site: Any = _MISSING
+    loaded: Any = None  # the loaded fields' names and getter, from the first row (all rows have the same)
     for obj in rows:
         if is_checked:
             try:
-                _mark_loaded(obj, token)
+                if loaded is None:
+                    loaded = (_loaded_fields(model, queryset.query, obj)
+                              if type(obj) is model and isinstance(queryset, QuerySet) else (None, None))
+                if loaded[1] is not None:  # never obj.__dict__: see _loaded_fields
+                    setattr(obj, _LOADED, (token, loaded[0], loaded[1](obj)))
+                else:
+                    _mark_loaded(obj, token)
                 if holder is not None:
                     holder.temps.append(obj)
                     if locks_self:

@@ -1,4 +1,4 @@
-"""Runtime checker overhead on a realistic Django request (SQLite).
+"""Runtime checker overhead on a realistic Django request (SQLite, or PostgreSQL with ``--postgres``).
 
 The view: one ``transaction.atomic()`` block, 20 reads (``get()`` by primary key,
 five of them ``select_for_update()``) and 5 whole-row ``save()`` writes of
@@ -13,7 +13,11 @@ round after round so drift hits all alike:
 The ratio ``checked / django`` is the overhead (target, DESIGN.md: within 5 %).
 A second table times the ORM work alone (no HTTP), the worst case for the ratio.
 
-    python benchmarks/bench_django.py [--rounds 100] [--per-round 3] [--wall]
+    python benchmarks/bench_django.py [--rounds 100] [--per-round 3] [--wall] [--postgres URL]
+
+``--postgres URL``: the same on PostgreSQL (read committed, Django's default: the
+counters are locked with ``select_for_update()``), in a private database per process
+(``benchmarks/_pg.py``).
 """
 from __future__ import annotations
 
@@ -32,11 +36,15 @@ def _configure() -> None:
     import django
     from django.conf import settings
 
-    from fixtures.django_app.settings import build
+    from benchmarks import _pg
+    from fixtures.django_app.settings import build, database_from_url
     if settings.configured:  # imported again as the URLconf (the script itself is __main__)
         return
     conf = build(os.path.join(_TMP, "bench.sqlite3"), ROOT_URLCONF="benchmarks.bench_django",
                  TXNSAFETY={"MODE": "log", "ENABLED": True})
+    postgres = _pg.url_from_argv()
+    if postgres:
+        conf["DATABASES"]["default"] = database_from_url(_pg.private_database(postgres))
     conf["INSTALLED_APPS"] = ["django.contrib.contenttypes", "django.contrib.auth", "django.contrib.sessions",
                               "django.contrib.messages", *conf["INSTALLED_APPS"]]
     settings.configure(**conf)
@@ -46,6 +54,8 @@ def _configure() -> None:
     from django.db.backends.signals import connection_created
 
     def fast_sqlite(sender, connection, **kwargs):  # WAL without fsync per commit: time CPU, not disk
+        if connection.vendor != "sqlite":
+            return
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
@@ -65,6 +75,7 @@ from webob import Request  # noqa: E402
 import txnsafety  # noqa: E402
 from fixtures.django_app.models import Account, Counter  # noqa: E402
 from txnsafety.django import hooks  # noqa: E402
+from benchmarks import _pg  # noqa: E402
 from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
 
 #: ``django-admin startproject``'s MIDDLEWARE: what a real project runs on every request.
@@ -163,9 +174,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--per-round", type=int, default=3)
     add_options(parser, processes=5)
+    _pg.add_option(parser)
     args = parser.parse_args()
     start(args)
     setup_data()
+    where = "PostgreSQL" if args.postgres else "SQLite"
     violations: list = []
     txnsafety.add_listener(violations.append)
     try:
@@ -174,7 +187,7 @@ def main() -> None:
             request = compare(make_contenders(http=True, stack=stack), baseline="django", rounds=args.rounds,
                               per_round=args.per_round,
                               title=f"Django WSGI request, {label}:\n"
-                                    "  20 reads + 5 writes in one SQLite transaction")
+                                    f"  20 reads + 5 writes in one {where} transaction")
             print(request.summary("checked"))
             print(f"installed but switched off: {100 * request.overhead('installed, off'):+.1f} %\n")
         bare = compare(make_contenders(http=False), baseline="django", rounds=args.rounds,

@@ -15,6 +15,7 @@ fresh processes) in the states that split the cost:
 under valgrind (``docs/performance.md`` gives the commands); ``--list`` names them.
 
     python benchmarks/bench_rows.py [--rounds 60] [--per-round 3] [--processes 5] [--only django|sqlalchemy]
+    python benchmarks/bench_rows.py --postgres URL   # on PostgreSQL, a private database per process
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import bench_django as dj  # noqa: E402  (configures Django: SQLite, txnsafety installed)
 from benchmarks import bench_sqlalchemy as sa  # noqa: E402
+from benchmarks import _pg  # noqa: E402
 from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
 
 from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
@@ -35,7 +37,7 @@ from django.db import transaction  # noqa: E402
 from django.http import JsonResponse  # noqa: E402
 from django.test import override_settings  # noqa: E402
 from django.urls import path  # noqa: E402
-from sqlalchemy import create_engine, event  # noqa: E402
+from sqlalchemy import event  # noqa: E402
 from sqlalchemy.orm import sessionmaker  # noqa: E402
 from webob import Request  # noqa: E402
 
@@ -82,13 +84,8 @@ def django_contenders() -> dict[str, Contender]:
             "django checked": Contender(_wsgi(ours, "/list/"), dj._state(True, True))}
 
 
-def _sqlalchemy_engine(tmp: str):
-    engine = sa.sqlite_transactions(create_engine(f"sqlite:///{os.path.join(tmp, 'rows.sqlite3')}"))
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_connection, record):
-        dbapi_connection.execute("PRAGMA journal_mode=WAL")
-        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+def _sqlalchemy_engine(tmp: str, postgres: str | None):
+    engine = sa.make_engine(tmp, postgres)
     sa.Base.metadata.create_all(engine)
     with engine.begin() as conn:
         conn.execute(sa.Item.__table__.insert(), [{"id": k, "owner": k % 3, "quantity": 0, "note": "x" * 40}
@@ -128,6 +125,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--list", action="store_true", help="name the contenders")
     add_options(parser, processes=5)
+    _pg.add_option(parser)
     args = parser.parse_args()
     if not args.loop and not args.list:
         start(args)
@@ -136,7 +134,7 @@ def main() -> None:
     txnsafety.add_listener(seen.append)
     _django_data()
     with tempfile.TemporaryDirectory() as tmp:
-        engine = _sqlalchemy_engine(tmp)
+        engine = _sqlalchemy_engine(tmp, args.postgres)
         groups = {"django": django_contenders(), "sqlalchemy": sqlalchemy_contenders(engine)}
         if args.list:
             print("\n".join(name for group in groups.values() for name in group))
@@ -153,7 +151,8 @@ def main() -> None:
             if args.only and args.only != name:
                 continue
             result = compare(contenders, baseline=name, rounds=args.rounds, per_round=args.per_round,
-                             title=f"{name}: list endpoint, one query of {ROWS} rows, read only (WSGI)")
+                             title=f"{name}: list endpoint, one query of {ROWS} rows, read only (WSGI"
+                                   f"{', PostgreSQL' if args.postgres else ''})")
             for other in contenders:
                 if other != name:
                     print(f"  {other}: {100 * result.overhead(other):+.1f} %, "

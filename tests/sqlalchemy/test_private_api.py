@@ -412,6 +412,28 @@ def test_chunked_results_make_objects_per_chunk_and_prebuffered_ones_can_be_read
     assert chunks and chunks[0] and isinstance(chunks[0][0], Account)
 
 
+def test_a_query_context_gets_partials_when_its_first_rows_are_made(engine):
+    """reads.root_ended tells a statement whose rows are not made yet by its ``QueryContext``
+    lacking ``partials``, which ``loading.instances``' ``chunks`` sets as it starts making
+    objects (a slot, unset before: the context is all reads.py keeps until the root ends)."""
+    from sqlalchemy.orm import loading
+    contexts = []
+    original = loading.instances
+
+    def spy(cursor, context):
+        contexts.append(context)
+        return original(cursor, context)
+    loading.instances = spy
+    try:
+        with Session(engine) as session:
+            result = session.execute(select(Account))
+            assert not hasattr(contexts[0], "partials")          # executed, no object made yet
+            result.scalars().all()
+            assert hasattr(contexts[0], "partials")
+    finally:
+        loading.instances = original
+
+
 def test_objects_leave_a_session_through_detach_states(engine):
     """reads.py wraps ``InstanceState._detach_states`` (a classmethod), which ``close()``,
     ``expunge()`` and ``expunge_all()`` call with the states leaving."""

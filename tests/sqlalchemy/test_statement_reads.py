@@ -69,3 +69,20 @@ def test_an_object_kept_after_its_session_closed_is_an_earlier_read(stack, txnsa
             kept.balance += 1
             session.commit()
     assert txnsafety_violations.codes() == ["TXN101"]        # read outside this request's transaction
+
+
+def test_results_made_into_objects_after_the_commit_were_read_outside_it_the_others_inside(stack):
+    """Statements are noted when they run; the root's end finds those whose rows were not
+    made into objects yet (more than the 64 kept before pruning) and notes them outside."""
+    with stack.Main() as session:
+        fetched = session.scalars(select(Account).where(Account.id == 1)).all()
+        txn = transaction_of(session)
+        for _ in range(70):                                            # fetched: pruned, not kept
+            session.scalars(select(Account).where(Account.id == 1)).all()
+        later = [session.execute(select(Account).where(Account.id == 1)) for _ in range(3)]
+        session.commit()
+        assert txnsafety.read_stamp(fetched[0]).transaction is txn
+        session.expunge_all()
+        for result in later:
+            obj = result.scalars().one()
+            assert txnsafety.read_stamp(obj).transaction is None and not txnsafety.read_stamp(obj).for_update

@@ -68,7 +68,7 @@ _CONN_KEY = "_txnsafety_session_state"
 class SessionState:
     """What the checker tracks for one Session (kept in ``session.info``)."""
 
-    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "__weakref__")
+    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "unfetched", "__weakref__")
 
     def __init__(self) -> None:
         #: The root SessionTransaction this state describes, until it ends.
@@ -81,6 +81,9 @@ class SessionState:
         #: runid -> the read of that statement (see reads.py), for the Session's lifetime:
         #: its objects keep their runid across transactions (and requests, if it lives on).
         self.reads: dict[int, tuple[Any, ...]] = {}
+        #: Results of this root transaction noted at once, whose rows may not be made yet
+        #: (see reads.root_ended).
+        self.unfetched: list[Any] = []
 
     def start(self, root: Any) -> None:
         self.root, self.txn, self.autocommit, self.ignores_for_update = root, None, False, False
@@ -122,6 +125,7 @@ def _after_transaction_end(session: Session, transaction: Any) -> None:
     go of it (no reference cycle through the ended root)."""
     state = session.info.get(INFO_KEY)
     if state is not None and state.root is transaction:
+        reads.root_ended(state)
         state.start(None)
 
 

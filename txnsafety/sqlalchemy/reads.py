@@ -65,9 +65,17 @@ LOCK_PROBE = object()
 # -- per statement ---------------------------------------------------------------------------------
 
 def _instances(cursor: Any, context: Any) -> Any:
-    """``loading.instances``: run the statement; note the read it makes under its ``runid``
-    when its first rows are made into objects (not when it is sent: a result iterated after
-    the commit was read outside the transaction)."""
+    """``loading.instances``: run the statement and note the read it makes under its ``runid``
+    at once, in the transaction it runs in.
+
+    A result whose rows are made into objects only after its root transaction ended (a
+    result iterated after the commit) was read outside it: :func:`root_ended` finds the
+    statements whose rows are not made yet and notes them outside.  Streamed results
+    (``yield_per``, server-side cursors), which may be half read when the root ends, and
+    FOR UPDATE reads outside a transaction (TXN108, per object) are noted as their first
+    rows are made (:func:`_noted_chunks`): a generator put in front of every statement's
+    rows cost the SQLAlchemy request about 3 points (docs/performance.md).
+    """
     if not settings.enabled:
         return _original_instances(cursor, context)
     session = context.session
@@ -86,10 +94,24 @@ def _instances(cursor: Any, context: Any) -> Any:
         if _note(session_state, context, refreshed):  # the objects are made already: a list, read again
             for rows in result.chunks(None):
                 _report_rows_locked_outside(rows, context.runid)
-    else:  # objects are made per chunk of rows (ChunkedIteratorResult.chunks, private; pinned by test)
-        result.chunks = partial(_noted_chunks, result.chunks, session_state, context, refreshed, [True])
+    elif context.yield_per or result.dynamic_yield_per:  # streamed: noted at its first rows
+        _defer_note(result, session_state, context, refreshed)
+    elif _note(session_state, context, refreshed):  # FOR UPDATE outside a transaction: report per object
+        result.chunks = partial(_noted_chunks, result.chunks, session_state, context, None, [False, True])
         result.iterator = chain.from_iterable(result.chunks(None))
+    elif session_state.txn is not None:  # see root_ended: the context only, never the result
+        unfetched = session_state.unfetched
+        unfetched.append(context)
+        if len(unfetched) > 64:  # a long transaction: keep only the statements not read yet
+            unfetched[:] = [c for c in unfetched if not hasattr(c, "partials")]
     return result
+
+
+def _defer_note(result: Any, session_state: Any, context: Any, refreshed: Any) -> None:
+    """Note the statement's read when its first rows are made into objects (chunks are made
+    on demand: ``ChunkedIteratorResult.chunks``, private; pinned by test)."""
+    result.chunks = partial(_noted_chunks, result.chunks, session_state, context, refreshed, [True])
+    result.iterator = chain.from_iterable(result.chunks(None))
 
 
 def _noted_chunks(chunks: Any, session_state: Any, context: Any, refreshed: Any, pending: list[Any],
@@ -103,10 +125,47 @@ def _noted_chunks(chunks: Any, session_state: Any, context: Any, refreshed: Any,
         yield rows
 
 
+def root_ended(session_state: Any) -> None:
+    """The Session's root transaction ended: a statement of it whose rows are not made into
+    objects yet (a result iterated after the commit) is read outside it.
+
+    Only the statements' ``QueryContext`` objects are kept until then, not their results:
+    holding a result (or its cursor) for the transaction's length cost a one-row read
+    more than the note saves.  A context gets ``partials`` when its first chunk of rows
+    is made (``loading.instances``' ``chunks``; private, pinned by test).
+    """
+    unfetched = session_state.unfetched
+    if not unfetched:
+        return
+    session_state.unfetched = []
+    reads = session_state.reads
+    for context in unfetched:
+        if not hasattr(context, "partials"):
+            noted = reads.get(context.runid)
+            if noted is not None and len(noted) == 8:
+                # no transaction, and no row lock (it ended with the root)
+                reads[context.runid] = noted[:2] + (None, noted[3], False) + noted[5:]
+
+
 def _note(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -> bool:
     """Note the statement's read; True when it read rows FOR UPDATE with no transaction (TXN108)."""
     try:
-        return _note_statement(session_state, context, refreshed)
+        scope, _, leases = current_state()
+        if scope is None:
+            return False
+        reads = session_state.reads
+        runid = context.runid  # private; pinned by test
+        noted = reads.get(runid)
+        if noted is not None:  # by a refresh event of its rows already (see on_refresh)
+            return len(noted) == 8 and bool(noted[5])
+        if refreshed is not None:
+            state, before = refreshed
+            only = context.compile_state.compile_options._only_load_props  # private; pinned by test
+            if only is not None and not (classes.get(state.class_) or info(state.class_)).loaded_columns <= set(only):
+                reads[runid] = before or ()  # partial: the other columns are as old as before
+                return False
+        statement = reads[runid] = statement_read(context, session_state, scope, leases)
+        return bool(statement[5])
     except StompingError:
         raise
     except Exception:
@@ -121,24 +180,6 @@ _original_instances = loading.instances
 def _session_state(context: Any) -> Any:
     session = context.session
     return session.info.get(INFO_KEY) if session is not None else None
-
-
-def _note_statement(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -> bool:
-    scope, _, leases = current_state()
-    if scope is None:
-        return False
-    runid = context.runid  # private; pinned by test
-    noted = session_state.reads.get(runid)
-    if noted is not None:  # by a refresh event of its rows already (see on_refresh)
-        return len(noted) == 8 and bool(noted[5])
-    if refreshed is not None:
-        state, before = refreshed
-        only = context.compile_state.compile_options._only_load_props  # private; pinned by test
-        if only is not None and not (classes.get(state.class_) or info(state.class_)).loaded_columns <= set(only):
-            session_state.reads[runid] = before or ()  # partial: the other columns are as old as before
-            return False
-    statement = session_state.reads[runid] = statement_read(context, session_state, scope, leases)
-    return bool(statement[5])
 
 
 def statement_read(context: Any, session_state: Any, scope: Any, leases: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -39,6 +39,7 @@ from .selection import request_row
 from .selection import condition_names, is_constant, is_slice, related_model, set_columns, state_columns
 from .rules.read_modify_write import compose, judge
 from .rules import lock_outside_transaction as txn108
+from . import row_streams
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
     from .module_analysis import ModuleAnalyzer
@@ -189,6 +190,8 @@ class FunctionAnalyzer:
         self.write_lines: list[int] = []
         self.is_method = is_method
         self.returned: Optional[Returned] = None
+        #: the rows it yields or returns unevaluated, for its callers' loops (row_streams.py)
+        self.yielded: Optional[Returned] = None
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
@@ -482,6 +485,7 @@ class FunctionAnalyzer:
             self.aug_assign(small)
         else:
             self.calls_in(small)
+            row_streams.note_out(self, small)
             out = small.value if isinstance(small, cst.Return) else \
                 small.value.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield) else None
             if out is not None and self.claims:     # a claimed row returned or yielded is handed on
@@ -562,9 +566,10 @@ class FunctionAnalyzer:
 
     # -- expressions
     def calls_in(self, node: cst.CSTNode, skip: Optional[cst.Call] = None) -> None:
-        for call in iter_calls(node):
-            if call is not skip:
-                self.call(call)
+        with row_streams.comprehension_rows(self, node):
+            for call in iter_calls(node):
+                if call is not skip:
+                    self.call(call)
 
     def classify_get(self, call: cst.Call) -> Optional[GetInfo]:
         term = terminal(call)
@@ -1596,6 +1601,8 @@ class FunctionAnalyzer:
             # ``rows = session.scalars(...).all()`` then ``for row in rows``: each is a row of that read
             self.entities[node.target.value] = dataclasses.replace(
                 rows, name=node.target.value, source="loop", pending=[], writes=[])
+        if info is None and rows is None and isinstance(node.target, cst.Name):
+            row_streams.bind_iterated(self, it, node.target.value, line)    # ``for m in helper()``
         if info is not None and isinstance(node.target, cst.Name):
             if info.for_update:
                 fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)

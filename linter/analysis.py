@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 from .config import Config
 from .dataflow import CallSite, FunctionAnalyzer
-from . import method_callers
+from . import method_callers, param_chains
 from .model import Finding
 from .module_analysis import ModuleAnalyzer, unique_loader_methods
 from .module_facts import ModuleFacts, inherit_policies, inherit_versioned
@@ -239,13 +239,13 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
         """``row.method()`` on an entity: the model method of that name (method_callers.py)."""
         return method_callers.method_of(site, methods, bases, defined)
 
-
     methods: dict[str, list[tuple[str, FunctionAnalyzer]]] = {}
     for m in mods.values():
         for (cls, name), fa in m.methods.items():
             if ("self" in fa.param_writes or fa.deferred) and method_callers.is_model(cls, m.info, bases):
                 methods.setdefault(name, []).append((cls, fa))
     calls_seen = method_callers.analyse_callers(mods, methods, sites, files) if methods else {}
+    param_chains.pass_on(mods, sites, lookup)
     ModuleAnalyzer.resolve_calls(list(mods.values()), sites, lookup,
                                  complete=lambda fa, n: calls_seen.get(fa.name, n) <= n)
     out = {}

@@ -61,6 +61,9 @@ class ModuleAnalyzer:
         #: a loaders-only module's other functions: analysed only when they call a model
         #: method that writes its row (analysis._method_callers)
         self.dormant: list[tuple] = []
+        #: (class, method) -> every method that returns or yields something: a view's
+        #: ``self._chosen_device(user)`` may hand on what another loader returned
+        self.handing_methods: dict[tuple[str, str], tuple] = {}
         #: resolves sessions made by factories (this module alone, or the project's modules)
         self.session_types: Optional[SessionTypes] = None
         #: method name -> (module, item) of the one loader method of that name in the project
@@ -111,6 +114,8 @@ class ModuleAnalyzer:
             end = fnode.end_lineno or fnode.lineno
             text = "".join(lines[start - 1:end])
             item = (fnode, cls, start, text)
+            if cls is not None and _HANDS_OUT.search(text):
+                self.handing_methods[(cls, fnode.name)] = item
             if _HANDS_OUT.search(text) and pf.f_gets.search(text):
                 if cls is None:
                     self.returner_candidates[fnode.name] = item
@@ -165,7 +170,7 @@ class ModuleAnalyzer:
     def returned_by_method(self, cls: str, name: str, attr: str = "returned") -> Optional[tuple]:
         """Like ``returned_by`` for ``self.name(...)`` in a method of ``cls``: a repository's
         or a view's own loader method (``self.get(uid)``, ``self.load_order()``)."""
-        item = self.method_candidates.get((cls, name))
+        item = self.method_candidates.get((cls, name)) or self.handing_methods.get((cls, name))
         return self._loaded(self, item, f"self.{name}", attr) if item is not None else None
 
     def returned_by_name(self, name: str, attr: str = "returned") -> Optional[tuple]:

@@ -40,6 +40,7 @@ from .selection import condition_names, is_constant, is_slice, related_model, se
 from .rules.read_modify_write import compose, judge
 from .rules import lock_outside_transaction as txn108
 from . import row_streams
+from .rules import consume
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
     from .module_analysis import ModuleAnalyzer
@@ -192,6 +193,8 @@ class FunctionAnalyzer:
         self.returned: Optional[Returned] = None
         #: the rows it yields or returns unevaluated, for its callers' loops (row_streams.py)
         self.yielded: Optional[Returned] = None
+        #: (line, row name or None): work a used-then-deleted row would do twice (rules/consume.py)
+        self.effects: list[tuple[int, Optional[str]]] = []
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
@@ -741,7 +744,7 @@ class FunctionAnalyzer:
             for a in value.args:
                 self.calls_in(a.value)
             return
-        got = self.from_helper(value) if isinstance(value, cst.Call) else None
+        got = self.from_helper(value) if isinstance(value, cst.Call) else row_streams.property_row(self, value)
         if got is not None and all(isinstance(t.target, cst.Name) for t in targets):
             self.calls_in(value)
             for t in targets:
@@ -972,6 +975,7 @@ class FunctionAnalyzer:
                     f"`{txn.label}` (line {txn.line}), which {why}; move it after the transaction, "
                     f"into transaction.on_commit(), or make it a transactional task"))
 
+        consume.observe(self, call)     # work done with a row, or the row consumed
         # entity re-reads
         if term == "refresh_from_db" and recv_name in self.entities:
             old = self.entities[recv_name]

@@ -113,6 +113,32 @@ def iterated_helper(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optiona
     return mod.returned_by_name(name, attr="yielded")
 
 
+#: decorators that make a method read like an attribute (``self.invitation``)
+_PROPERTIES = frozenset({"property", "cached_property", "cached_property_with_ttl"})
+
+
+def property_row(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[tuple]:
+    """(Returned, ``self.name``, file) for ``self.name`` when ``name`` is a property (or
+    ``cached_property``) of this class that returns a row it read: a view's
+    ``self.invitation`` loaded on first use."""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)
+            and expr.value.value == "self" and fa.is_method):
+        return None
+    cls = fa.qualname.split(".", 1)[0]
+    key = (cls, expr.attr.value)
+    item = fa.mod.method_candidates.get(key) or fa.mod.handing_methods.get(key)
+    if item is None or not any(_decorator_name(d) in _PROPERTIES for d in item[0].decorator_list):
+        return None
+    return fa.mod.returned_by_method(cls, expr.attr.value)
+
+
+def _decorator_name(node) -> str:
+    """The last name of an ``ast`` decorator (``functools.cached_property`` -> cached_property)."""
+    while hasattr(node, "func"):
+        node = node.func
+    return getattr(node, "attr", None) or getattr(node, "id", "")
+
+
 def bind_iterated(fa: "FunctionAnalyzer", it: cst.BaseExpression, target: str, line: int) -> bool:
     """``for row in helper()``: ``row`` is an entity of the helper's read."""
     got = iterated_helper(fa, it)

@@ -143,7 +143,7 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
 
     # a module that only calls a model method writing its row (``d.verify_token(t)``) on rows
     # it got elsewhere: kept, its calls of those methods analysed (method_callers.py)
-    bases, defined = method_callers.class_facts(facts)
+    bases, defined = method_callers.class_facts(facts, files)
     callers_too = method_callers.caller_modules(
         skipped, method_callers.self_writing_names(mods.values(), bases))
     for path in callers_too:

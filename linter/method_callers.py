@@ -17,6 +17,7 @@ returns or yields the rows.  This module
 """
 from __future__ import annotations
 
+import ast
 import re
 from typing import Optional, Sequence
 
@@ -130,14 +131,18 @@ def _loses(fa) -> int:
     return sum(1 for m in relevant if m.kind != "blind")
 
 
-def class_facts(facts: dict) -> tuple[dict, dict]:
-    """(class -> bases, method name -> classes defining it) over every module's facts."""
+def class_facts(facts: dict, files: Sequence) -> tuple[dict, dict]:
+    """(class -> bases, method name -> classes defining it) over every module: the bases
+    from each module's facts, the methods from its tree's top-level classes."""
     bases: dict[str, list[str]] = {}
     defined: dict[str, set[str]] = {}
     for info in facts.values():
         for cls, names in getattr(info, "class_bases", {}).items():
             bases.setdefault(cls, list(names))
-        for fnode, cls in getattr(info, "functions", ()):
-            if cls is not None:
-                defined.setdefault(fnode.name, set()).add(cls)
+    for _path, _source, tree in files:
+        for node in getattr(tree, "body", ()):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        defined.setdefault(item.name, set()).add(node.name)
     return bases, defined

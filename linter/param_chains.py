@@ -9,7 +9,7 @@ call that hands a parameter (or the row a method is called on) to a callee writi
 with no transaction or lock of the caller's around the call, adds that write to the
 caller's summary, the write's line being the call's.  The functions that call the
 functions so summarised are then analysed (they may hold the read), to a fixed point of
-three levels.
+three levels (names of two words or more only, as for loader methods on any object).
 """
 from __future__ import annotations
 
@@ -35,9 +35,17 @@ def pass_on(mods: dict, sites: list, lookup: Callable) -> None:
                     continue
                 _w_line, relevant, kind = callee.param_writes[pname]
                 caller.param_writes[ent.name] = (site.line, relevant, kind)
-                grew.add(caller.name)
+                if _specific(caller.name):
+                    grew.add(caller.name)
         if not grew or not _analyse_callers_of(mods, grew, sites):
             return
+
+
+def _specific(name: str) -> bool:
+    """Whether calls of ``name`` are worth finding by text: two words or more (``_verify_token``,
+    ``apply_discount``); a one-word ``update`` or ``save`` is every other class's too, and
+    analysing each of their callers costs more than a large project's whole run."""
+    return "_" in name.strip("_") and not name.startswith("__")
 
 
 def _pairs(site, callee) -> Iterator[tuple]:

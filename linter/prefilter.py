@@ -40,7 +40,8 @@ _SELF_SET = re.compile(r"self\.\w+\s*=[^=]")
 _NEW_ROW_SAVED = re.compile(r"(\b\w+) = (?:\w+\.)?[A-Z]\w*\([^\n]*\n(?:.*\n)*?\s*\1\.a?save\(")
 #: ``x.delete()`` of a row, after ``x.team.members.add(u)`` or ``mail.send()``
 _CONSUMED = re.compile(r"\b\w+\.a?delete\(\)")
-_USED = re.compile(r"\b\w+\.\w+\.(?:\w+\.)?(?:add|remove|set|save|create)\(|\.send\(")
+_USED = re.compile(r"\b\w+\.\w+\.\w+\.(?:add|remove|set|clear)\(|\bsend(?:_mail|_mass_mail|_messages|_email|_sms)?\("
+                   r"|\.deliver\(|\.delay\(|\.apply_async\(|\bpublish\(|\brequests\.\w+\(")
 _STORE_CALL = re.compile(r"\.(?:save|store|persist|insert|create|add)(?:_\w+)?\(")
 
 
@@ -80,7 +81,7 @@ class Prefilter:
     def function_relevant(self, text: str) -> bool:
         if "select_for_update" in text or "with_for_update" in text:
             return True
-        if _CONSUMED.search(text) and (self.side.search(text) or _USED.search(text)):
+        if _CONSUMED.search(text) and _USED.search(text):
             return True             # a row used, then deleted (rules/consume.py)
         if _MISSING_THEN_STORE.search(text) and _STORE_CALL.search(text):
             return True             # ``except ZoneNotFound:`` then ``self.create_zone(...)``

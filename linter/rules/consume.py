@@ -16,8 +16,10 @@ Only work that does harm twice counts, between the read and the delete:
 
 * a side effect that leaves the process (the vocabulary's side effects, and a ``send()``
   that is not a signal's: an e-mail, a message), or
-* a write through the consumed row to a row it leads to (``invite.team.members.add(u)``,
-  ``invite.team.save()``).
+* a membership change through the consumed row (``invite.team.members.add(u)``): what the
+  row grants, granted twice.
+
+Work on another branch than the delete (``if resend: send() else: delete()``) is none.
 
 A row deleted after logging, or after writing rows the delete does not guard, is not taken
 for a single-use row (an admin deleting an object is not a race worth reporting).
@@ -38,9 +40,9 @@ if TYPE_CHECKING:
 
 #: calls that send something out of the process (besides the vocabulary's side effects)
 _SENDS = frozenset({"send", "send_mail", "send_messages", "send_email", "send_sms", "deliver"})
-#: calls through a row's relation that change the related rows
-_RELATED_WRITES = frozenset({"add", "remove", "set", "clear", "create", "save", "update",
-                             "delete", "add_member"})
+#: calls through a row's relation that change who or what it grants (a team's members):
+#: a child row created or updated through it is most often a log entry or a reassignment
+_RELATED_WRITES = frozenset({"add", "remove", "set", "clear"})
 
 
 def observe(fa: "FunctionAnalyzer", call: cst.Call) -> None:
@@ -51,42 +53,75 @@ def observe(fa: "FunctionAnalyzer", call: cst.Call) -> None:
     line = fa.line(call)
     if recv is None:
         if name_matches(dotted(func), fa.vocab.side_effects):
-            fa.effects.append((line, None))
+            fa.effects.append((line, None, call))
         return
     recv_path = dotted(recv)
     if term == "delete" and not call.args and recv_path in fa.entities:
         _judge(fa, call, fa.entities[recv_path], line)
         return
     if _sends(fa, call, term):
-        fa.effects.append((line, None))
-    elif term in _RELATED_WRITES and "." in recv_path:
+        fa.effects.append((line, None, call))
+    elif term in _RELATED_WRITES and recv_path.count(".") >= 2:
         root = recv_path.split(".", 1)[0]
         if root in fa.entities and root not in ("self", "cls"):
-            fa.effects.append((line, root))
+            fa.effects.append((line, root, call))
 
 
 def _sends(fa: "FunctionAnalyzer", call: cst.Call, term: str) -> bool:
     if name_matches(dotted(call.func), fa.vocab.side_effects) and not fa.is_write_name(term):
         return True
-    return term in _SENDS and kwarg(call, "sender") is None      # ``signal.send(sender=..)``: not out
+    # ``mail.send()``, ``msg.send(fail_silently=True)``; a signal's ``send(sender, ...)`` is not out
+    return term in _SENDS and not any(a.keyword is None for a in call.args) and \
+        kwarg(call, "sender") is None
 
 
 def _judge(fa: "FunctionAnalyzer", call: cst.Call, ent, line: int) -> None:
     if ent.source not in ("get", "loop", "call") or settled(ent, tuple(fa.stack)):
         return
-    work = _work(fa, ent, line)
+    work = _work(fa, ent, call, line)
     if work is None or not fa.mod.cfg.code_enabled("TXN105"):
         return
     framework = ent.framework or fa.framework_hint()
     fa.report(call, "TXN105", message(ent, work, line, framework), confidence=Confidence.MEDIUM)
 
 
-def _work(fa: "FunctionAnalyzer", ent, line: int) -> Optional[int]:
-    """The first line of harmful work done between ``ent``'s read and its delete at ``line``."""
-    for w_line, root in fa.effects:
+def _work(fa: "FunctionAnalyzer", ent, delete: cst.Call, line: int) -> Optional[int]:
+    """The first line of harmful work done between ``ent``'s read and its delete at ``line``
+    on a path to the delete."""
+    parents = None
+    for w_line, root, node in fa.effects:
         if ent.read_line <= w_line < line and (root is None or root == ent.name):
-            return w_line
+            parents = parents if parents is not None else _parents(fa.node)
+            if not _exclusive(parents, node, delete):
+                return w_line
     return None
+
+
+def _parents(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
+    out: dict[int, cst.CSTNode] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            out[id(child)] = node
+            stack.append(child)
+    return out
+
+
+def _path(parents: dict, node: cst.CSTNode) -> list[cst.CSTNode]:
+    path = [node]
+    while id(path[-1]) in parents:
+        path.append(parents[id(path[-1])])
+    return path[::-1]
+
+
+def _exclusive(parents: dict, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Whether ``a`` and ``b`` lie on different branches of one ``if``."""
+    pa, pb = _path(parents, a), _path(parents, b)
+    for i, (x, y) in enumerate(zip(pa, pb)):
+        if x is not y:
+            return i > 0 and isinstance(pa[i - 1], cst.If)
+    return False
 
 
 def message(ent, work_line: int, line: int, framework: Optional[str]) -> str:

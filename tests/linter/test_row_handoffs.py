@@ -93,17 +93,17 @@ FORMS = textwrap.dedent("""\
 
 
     class TokenForm:
-        def _verify(self, token, device):
+        def _check_token(self, token, device):
             return device if device.verify_token(token) else None
 
         def clean(self, pk, token):
             device = Device.from_persistent_id(pk)
-            return self._verify(token, device)
+            return self._check_token(token, device)
 
         def clean_locked(self, pk, token):
             with transaction.atomic():
                 device = Device.objects.select_for_update().get(pk=pk)
-                return self._verify(token, device)
+                return self._check_token(token, device)
     """)
 
 
@@ -130,7 +130,7 @@ def test_a_row_handed_to_a_helper_that_calls_the_method_is_reported_at_the_handi
     found = lint(models=MODELS, devices=PLUGIN, forms=FORMS)
     (line, code, message), = found["forms.py"]
     assert (line, code) == (11, "TXN102")
-    assert "read by `.from_persistent_id()`" in message and "written by `_verify()`" in message
+    assert "read by `.from_persistent_id()`" in message and "written by `_check_token()`" in message
 
 
 def test_without_the_overrides_nothing_is_written():

@@ -38,9 +38,11 @@ _AGGREGATE = re.compile(r"aggregate\(|func\.max\(|\bMax\(")
 _SELF_SET = re.compile(r"self\.\w+\s*=[^=]")
 #: ``x = Model(...)`` then ``x.save()``: a function that inserts a row
 _NEW_ROW_SAVED = re.compile(r"(\b\w+) = (?:\w+\.)?[A-Z]\w*\([^\n]*\n(?:.*\n)*?\s*\1\.a?save\(")
-#: ``x.delete()`` of a row, after ``x.team.members.add(u)`` or ``mail.send()``
+#: ``x.delete()`` of a row, after ``x.team.members.add(u)`` or ``mail.send()`` (a signal's
+#: ``send(sender, ...)`` is no message out)
 _CONSUMED = re.compile(r"\b\w+\.a?delete\(\)")
-_USED = re.compile(r"\b\w+\.\w+\.\w+\.(?:add|remove|set|clear)\(|\bsend(?:_mail|_mass_mail|_messages|_email|_sms)?\("
+_USED = re.compile(r"\b\w+\.\w+\.\w+\.(?:add|remove|set|clear)\(|\.send\((?:\)|(?!sender=)\w+=)"
+                   r"|\bsend_(?:mail|mass_mail|messages|email|sms)\("
                    r"|\.deliver\(|\.delay\(|\.apply_async\(|\bpublish\(|\brequests\.\w+\(")
 _STORE_CALL = re.compile(r"\.(?:save|store|persist|insert|create|add)(?:_\w+)?\(")
 

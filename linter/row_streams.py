@@ -74,7 +74,7 @@ def _row_info(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[GetI
 def note_out(fa: "FunctionAnalyzer", small: cst.CSTNode) -> None:
     """Remember the first rows this function yields (``yield row``, ``yield from qs``) or
     returns unevaluated (``return M.objects.filter(..)``): what its callers iterate."""
-    if fa.outer is not None or getattr(fa, "yielded", None) is not None:
+    if fa.outer is not None or fa.yielded is not None:
         return
     info = None
     if isinstance(small, cst.Return) and small.value is not None:

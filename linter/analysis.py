@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 
 from .config import Config
 from .dataflow import CallSite, FunctionAnalyzer
+from . import method_callers, param_chains
 from .model import Finding
 from .module_analysis import ModuleAnalyzer, unique_loader_methods
 from .module_facts import ModuleFacts, inherit_policies, inherit_versioned
@@ -140,9 +141,21 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
             return None
         return mods[t[0]], t[1]
 
+    # a module that only calls a model method writing its row (``d.verify_token(t)``) on rows
+    # it got elsewhere: kept, its calls of those methods analysed (method_callers.py)
+    bases, defined = method_callers.class_facts(facts, files)
+    callers_too = method_callers.caller_modules(
+        skipped, method_callers.self_writing_names(mods.values(), bases))
+    for path in callers_too:
+        other = ModuleAnalyzer(*skipped.pop(path), cfg, path, prefilter)
+        other.prepare(loaders=True, keep=True)
+        mods[path] = other
+        other.demand = demand
+        other.info.versioned |= facts[path].versioned
+        facts[path] = other.info
     # a module that only reads (skipped above) may hold loader helpers that an analysed
     # module imports and calls: keep those modules too (for their loaders only)
-    for path in [p for p in mods if not mods[p].loaders_only]:
+    for path in [p for p in mods if not mods[p].loaders_only or p in callers_too]:
         source = mods[path].source
         for alias in facts[path].imports:
             if alias + "(" not in source and alias + "." not in source:
@@ -223,22 +236,16 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
         return method_of(site)
 
     def method_of(site: CallSite) -> Optional[FunctionAnalyzer]:
-        """``row.method()`` on an entity: the model method of that name, by the row's model
-        when known, else the only model class in the project that defines it."""
-        if site.receiver is None or site.module_alias is not None:
-            return None
-        found = methods.get(site.callee, [])
-        model = site.receiver.model
-        if model is not None:
-            found = [(cls, fa) for cls, fa in found if cls == model]
-        return found[0][1] if len(found) == 1 else None
+        """``row.method()`` on an entity: the model method of that name (method_callers.py)."""
+        return method_callers.method_of(site, methods, bases, defined)
 
     methods: dict[str, list[tuple[str, FunctionAnalyzer]]] = {}
     for m in mods.values():
         for (cls, name), fa in m.methods.items():
-            if ("self" in fa.param_writes or fa.deferred) and m.info.is_model_class(cls):
+            if ("self" in fa.param_writes or fa.deferred) and method_callers.is_model(cls, m.info, bases):
                 methods.setdefault(name, []).append((cls, fa))
-    calls_seen = _method_callers(mods, methods, sites, files) if methods else {}
+    calls_seen = method_callers.analyse_callers(mods, methods, sites, files) if methods else {}
+    param_chains.pass_on(mods, sites, lookup)
     ModuleAnalyzer.resolve_calls(list(mods.values()), sites, lookup,
                                  complete=lambda fa, n: calls_seen.get(fa.name, n) <= n)
     out = {}
@@ -247,30 +254,6 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
             continue
         out[path] = [dataclasses.replace(f, path=path) for f in m.results()]
     return out
-
-
-def _method_callers(mods: dict, methods: dict, sites: list, files: Sequence) -> dict[str, int]:
-    """Analyse the functions that call a row-writing model method (``row.verify(t)``) so
-    their calls are judged, and count the calls the project's text holds: a method's own
-    finding is dropped for protected callers only when every call was seen."""
-    pattern = re.compile(r"\.(%s)\(" % "|".join(sorted(re.escape(n) for n in methods)))
-    for m in mods.values():
-        if m.loaders_only or not m.rest:
-            continue
-        keep = []
-        for item in m.rest:
-            if pattern.search(item[3]):
-                before = len(m.call_sites)
-                m.analyze_function(*item)
-                sites.extend(m.call_sites[before:])
-            else:
-                keep.append(item)
-        m.rest = keep
-    counts: dict[str, int] = {}
-    for _path, source, _tree in files:
-        for found in pattern.finditer(source):
-            counts[found.group(1)] = counts.get(found.group(1), 0) + 1
-    return counts
 
 
 def _share_models(facts: dict, resolve, configured: set) -> None:

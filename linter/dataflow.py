@@ -102,6 +102,11 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         self.write_lines: list[int] = []
         self.is_method = is_method
         self.returned: Optional[Returned] = None
+        #: the rows it yields or returns unevaluated, for its callers' loops (row_streams.py)
+        self.yielded: Optional[Returned] = None
+        #: (line, row name or None, call): work a used-then-deleted row would do twice
+        #: (rules/consume.py)
+        self.effects: list[tuple] = []
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:

@@ -15,6 +15,7 @@ from .model import Entity, Mutation
 from .syntax import (
     chain, code_of, dotted, is_model_name, iter_calls, kids, models_in, names_in, non_numeric,
     terminal, walk_nodes)
+from . import row_streams
 from .module_facts import GetInfo
 from .provenance import identity_only
 from .rules.claim import Selection
@@ -96,7 +97,7 @@ class AssignFacts:
             for a in value.args:
                 self.calls_in(a.value)
             return True
-        got = self.from_helper(value) if isinstance(value, cst.Call) else None
+        got = self.from_helper(value) if isinstance(value, cst.Call) else row_streams.property_row(self, value)
         if got is not None and all(isinstance(t.target, cst.Name) for t in targets):
             self.calls_in(value)
             for t in targets:

@@ -18,7 +18,7 @@ from .syntax import (
     is_model_name, kwarg, label, names_in, terminal)
 from .module_facts import GetInfo
 from .provenance import relation_change
-from .rules import side_effect
+from .rules import consume, side_effect
 from .rules.claim import claimed_by_update, update_message
 from .selection import condition_names, set_columns, state_columns
 from .rules import lock_outside_transaction as txn108
@@ -77,6 +77,7 @@ class CallFacts:
             parts.recv_name = dotted(recv)      # ``order.user.plan.save()``: a related row
         self.locked_read_unassigned(call, parts)
         self.side_effect(call, parts)
+        consume.observe(self, call)     # work done with a row, or the row consumed
         for handler in (self.reread, self.entity_write, self.session_write, self.new_row_write,
                         self.queryset_act, self.field_mutation):
             if handler(call, parts):

@@ -15,6 +15,7 @@ from .model import Check, CheckKind, Scope
 from .syntax import (
     INTEGRITY_ERRORS, NOT_FOUND_ERRORS, branches, chain, code_of, dotted, exits, is_model_name,
     iter_calls, label, maybe_models, names_in, terminal)
+from . import row_streams
 from .module_facts import GetInfo
 from .rules.check_then_act import normalises
 from .rules.check_then_act import close as close_checks
@@ -107,6 +108,7 @@ class StatementWalk:
             self.aug_assign(small)
         else:
             self.calls_in(small)
+            row_streams.note_out(self, small)
             out = small.value if isinstance(small, cst.Return) else \
                 small.value.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield) else None
             if out is not None and self.claims:     # a claimed row returned or yielded is handed on
@@ -210,6 +212,8 @@ class StatementWalk:
             # ``rows = session.scalars(...).all()`` then ``for row in rows``: each is a row of that read
             self.entities[node.target.value] = dataclasses.replace(
                 rows, name=node.target.value, source="loop", pending=[], writes=[])
+        if info is None and rows is None and isinstance(node.target, cst.Name):
+            row_streams.bind_iterated(self, it, node.target.value, line)    # ``for m in helper()``
         if info is not None and isinstance(node.target, cst.Name):
             if info.for_update:
                 fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)
@@ -278,6 +282,7 @@ class StatementWalk:
 
     # -- expressions
     def calls_in(self, node: cst.CSTNode, skip: Optional[cst.Call] = None) -> None:
-        for call in iter_calls(node):
-            if call is not skip:
-                self.call(call)
+        with row_streams.comprehension_rows(self, node):
+            for call in iter_calls(node):
+                if call is not skip:
+                    self.call(call)

@@ -59,6 +59,12 @@ class ModuleAnalyzer:
         self.resolve_external = None
         #: only here for its loader helpers (analyze_project): nothing of its own is analysed
         self.loaders_only = False
+        #: a loaders-only module's other functions: analysed only when they call a model
+        #: method that writes its row (analysis._method_callers)
+        self.dormant: list[tuple] = []
+        #: (class, method) -> every method that returns or yields something: a view's
+        #: ``self._chosen_device(user)`` may hand on what another loader returned
+        self.handing_methods: dict[tuple[str, str], tuple] = {}
         #: resolves sessions made by factories (this module alone, or the project's modules)
         self.session_types: Optional[SessionTypes] = None
         #: method name -> (module, item) of the one loader method of that name in the project
@@ -86,14 +92,14 @@ class ModuleAnalyzer:
         self.resolve_calls([self], self.call_sites, lambda site: self.functions.get(site.callee))
         return self.results()
 
-    def prepare(self, loaders: bool = False) -> bool:
+    def prepare(self, loaders: bool = False, keep: bool = False) -> bool:
         """Cheap stage: is the module worth analysing, and which functions.
 
         ``loaders``: the module is known not to be relevant; keep it if it may hold helpers
-        that return an entity (another module's callers may need them)."""
+        that return an entity (another module's callers may need them), or if ``keep``."""
         pf = self.prefilter
         if loaders or not pf.module_relevant(self.source):
-            if not (loaders and "return" in self.source and pf.f_gets.search(self.source)):
+            if not keep and not (loaders and _HANDS_OUT.search(self.source) and pf.f_gets.search(self.source)):
                 return False
             self.loaders_only = True
         if self.tree is None:
@@ -109,12 +115,15 @@ class ModuleAnalyzer:
             end = fnode.end_lineno or fnode.lineno
             text = "".join(lines[start - 1:end])
             item = (fnode, cls, start, text)
-            if "return" in text and pf.f_gets.search(text):
+            if cls is not None and _HANDS_OUT.search(text):
+                self.handing_methods[(cls, fnode.name)] = item
+            if _HANDS_OUT.search(text) and pf.f_gets.search(text):
                 if cls is None:
                     self.returner_candidates[fnode.name] = item
                 else:
                     self.method_candidates[(cls, fnode.name)] = item
             if self.loaders_only:
+                self.dormant.append(item)
                 continue
             if fnode.name in self.info.txn_targets or pf.function_relevant(text):
                 self.picked.append(item)
@@ -143,41 +152,44 @@ class ModuleAnalyzer:
                 keep.append(item)
         self.rest = keep
 
-    def returned_by(self, name: str, alias: Optional[str]) -> Optional[tuple]:
+    def returned_by(self, name: str, alias: Optional[str], attr: str = "returned") -> Optional[tuple]:
         """(Returned, helper name, file name if another module) for a call of ``name``
         (``alias.name`` for a module imported under ``alias``), if that function returns an
-        entity it read."""
+        entity it read (``attr="yielded"``: rows it hands out to be iterated, row_streams.py)."""
         if alias is None and name in self.returner_candidates:
-            return self._loaded(self, self.returner_candidates[name], name)
+            return self._loaded(self, self.returner_candidates[name], name, attr)
         if self.resolve_external is None or (alias or name) not in self.info.imports:
             return None
         target = self.resolve_external(name, alias)
         if target is None:
-            return None
+            # ``Device.from_persistent_id(..)``: an imported class's loader method
+            return self.returned_by_name(name, attr) if alias and alias[:1].isupper() else None
         other, other_name = target
         item = other.returner_candidates.get(other_name)
-        return self._loaded(other, item, name) if item is not None else None
+        return self._loaded(other, item, name, attr) if item is not None else None
 
-    def returned_by_method(self, cls: str, name: str) -> Optional[tuple]:
+    def returned_by_method(self, cls: str, name: str, attr: str = "returned") -> Optional[tuple]:
         """Like ``returned_by`` for ``self.name(...)`` in a method of ``cls``: a repository's
         or a view's own loader method (``self.get(uid)``, ``self.load_order()``)."""
-        item = self.method_candidates.get((cls, name))
-        return self._loaded(self, item, f"self.{name}") if item is not None else None
+        item = self.method_candidates.get((cls, name)) or self.handing_methods.get((cls, name))
+        return self._loaded(self, item, f"self.{name}", attr) if item is not None else None
 
-    def returned_by_name(self, name: str) -> Optional[tuple]:
+    def returned_by_name(self, name: str, attr: str = "returned") -> Optional[tuple]:
         """Like ``returned_by_method`` for ``obj.name(...)`` on any receiver: the project's one
         loader method of that name (a repository's ``find_zone``, a service's ``get_project``)."""
         table = self.loader_methods if self.loader_methods is not None else unique_loader_methods([self])
         found = table.get(name)
-        return self._loaded(found[0], found[1], f".{name}") if found is not None else None
+        return self._loaded(found[0], found[1], f".{name}", attr) if found is not None else None
 
-    def _loaded(self, other: "ModuleAnalyzer", item: tuple, label: str) -> Optional[tuple]:
+    def _loaded(self, other: "ModuleAnalyzer", item: tuple, label: str,
+                attr: str = "returned") -> Optional[tuple]:
         """(Returned, ``label``, file name if ``other`` is another module) when the function
         ``item`` of module ``other`` returns an entity it read (analysed now if needed)."""
         fa = other.demand_item(item)
-        if fa is None or fa.returned is None:
+        got = getattr(fa, attr, None) if fa is not None else None
+        if got is None:
             return None
-        return fa.returned, label, "" if other is self else (os.path.basename(other.filename) or "another module")
+        return got, label, "" if other is self else (os.path.basename(other.filename) or "another module")
 
     def demand_item(self, item: tuple) -> Optional[FunctionAnalyzer]:
         """The analyzer of loader candidate ``item``, analysing it now if needed (three
@@ -436,6 +448,10 @@ def unique_loader_methods(modules: list) -> dict:
 #: What a module must mention to make a SQLAlchemy session on its own (``sessionmaker``,
 #: ``async_sessionmaker``, ``scoped_session``, ``async_scoped_session``, ``Session(...)``).
 _SESSION_WORDS = re.compile(r"sessionmaker|scoped_session|Session")
+
+
+#: a function that hands something out: its callers may get a row read here
+_HANDS_OUT = re.compile(r"return|yield")
 
 
 def _calls_re(names) -> "re.Pattern[str]":

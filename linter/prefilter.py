@@ -38,6 +38,12 @@ _AGGREGATE = re.compile(r"aggregate\(|func\.max\(|\bMax\(")
 _SELF_SET = re.compile(r"self\.\w+\s*=[^=]")
 #: ``x = Model(...)`` then ``x.save()``: a function that inserts a row
 _NEW_ROW_SAVED = re.compile(r"(\b\w+) = (?:\w+\.)?[A-Z]\w*\([^\n]*\n(?:.*\n)*?\s*\1\.a?save\(")
+#: ``x.delete()`` of a row, after ``x.team.members.add(u)`` or ``mail.send()`` (a signal's
+#: ``send(sender, ...)`` is no message out)
+_CONSUMED = re.compile(r"\b\w+\.a?delete\(\)")
+_USED = re.compile(r"\b\w+\.\w+\.\w+\.(?:add|remove|set|clear)\(|\.send\((?:\)|(?!sender=)\w+=)"
+                   r"|\bsend_(?:mail|mass_mail|messages|email|sms)\("
+                   r"|\.deliver\(|\.delay\(|\.apply_async\(|\bpublish\(|\brequests\.\w+\(")
 _STORE_CALL = re.compile(r"\.(?:save|store|persist|insert|create|add)(?:_\w+)?\(")
 
 
@@ -78,6 +84,8 @@ class Prefilter:
     def function_relevant(self, text: str) -> bool:
         if "select_for_update" in text or "with_for_update" in text:
             return True
+        if _CONSUMED.search(text) and _USED.search(text):
+            return True             # a row used, then deleted (rules/consume.py)
         if _MISSING_THEN_STORE.search(text) and _STORE_CALL.search(text):
             return True             # ``except ZoneNotFound:`` then ``self.create_zone(...)``
         if _AGGREGATE.search(text) and _SELF_SET.search(text):

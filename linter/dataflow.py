@@ -39,6 +39,7 @@ from .selection import request_row
 from .selection import condition_names, is_constant, is_slice, related_model, set_columns, state_columns
 from .rules.read_modify_write import compose, judge
 from .rules import lock_outside_transaction as txn108
+from . import presence, sqla_queries
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
     from .module_analysis import ModuleAnalyzer
@@ -188,7 +189,10 @@ class FunctionAnalyzer:
         #: lines that write, insert or call a method of a row (what a lock protects)
         self.write_lines: list[int] = []
         self.is_method = is_method
+        #: a loader's entity (Returned) or a lookup's answer (presence.Presence)
         self.returned: Optional[Returned] = None
+        #: checks made in helpers, the get-or-create contract (presence.py)
+        self.helper_checks = presence.State()
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
@@ -254,6 +258,7 @@ class FunctionAnalyzer:
             self.taint.pop(pname, None)
         self.block(node.body)
         self.finish_claims()
+        presence.finish(self)
 
     def is_receiver(self) -> bool:
         """A signal receiver: its parameters are rows the sender read, and no call in the
@@ -496,6 +501,8 @@ class FunctionAnalyzer:
         """Remember the first entity this function reads and returns (for its callers)."""
         while isinstance(value, cst.Await):
             value = value.expression
+        if presence.note_return(self, value):
+            return
         if isinstance(value, cst.Call):
             info = self.classify_get(value)
             if info is not None:
@@ -626,6 +633,8 @@ class FunctionAnalyzer:
         if term in DJANGO_GET_TERMINALS and "get_queryset" in names and root_name == "self":
             return mk(self.mod.info.class_model(self.qualname.split(".", 1)[0]), None, "django",
                       maybe_none=term in ("first", "last"))
+        if root_name in self.querysets and self.querysets[root_name].framework == "sqlalchemy":
+            return sqla_queries.run(self.querysets[root_name], term, mk)   # ``query.one()``
         if self.manager_chain(names) or (root_name in self.querysets and len(names) >= 2):
             if term in DJANGO_GET_TERMINALS or term in ("get_or_404",):
                 base = self.querysets.get(root_name)
@@ -684,6 +693,9 @@ class FunctionAnalyzer:
             return mk(model, name, None, maybe_none=True)
         if term.startswith("get_") and is_model_name(root_name) and len(names) == 2:
             return mk(root_name, None, None, maybe_none=True)
+        if term.startswith("get_") and len(names) == 3 and is_model_name(names[1]) and \
+                root_name in self.mod.info.imports:      # ``network_obj.Segment.get_objects(..)``
+            return mk(names[1], None, None, maybe_none=True)
         return None
 
     def record_get(self, call: cst.Call, info: GetInfo) -> None:
@@ -737,6 +749,8 @@ class FunctionAnalyzer:
                 self.calls_in(a.value)
             return
         got = self.from_helper(value) if isinstance(value, cst.Call) else None
+        if got is not None and presence.note_assigned(self, targets, value, got):
+            got = None                  # a lookup's answer, not a row: a check kept in a name
         if got is not None and all(isinstance(t.target, cst.Name) for t in targets):
             self.calls_in(value)
             for t in targets:
@@ -750,7 +764,9 @@ class FunctionAnalyzer:
                 if isinstance(t.target, cst.Name):
                     self.querysets[t.target.value] = rows
                     qs_set.add(t.target.value)
-        if isinstance(value, (cst.Call, cst.Attribute)) or is_slice(value):
+        kept_query = sqla_queries.note_kept(self, targets, value)     # ``query = session.query(M)``
+        qs_set |= kept_query
+        if not kept_query and (isinstance(value, (cst.Call, cst.Attribute)) or is_slice(value)):
             names, calls, root = chain(value)
             lazy = terminal(value) not in ("count", "exists", "create", "update", "delete", "aggregate") \
                 if isinstance(value, cst.Call) else True
@@ -790,7 +806,7 @@ class FunctionAnalyzer:
                     self.entities[n] = self.entities[value.value]          # alias
                     continue
                 if n in self.entities and isinstance(value, cst.Name) and value.value == "None" and \
-                        self.entities[n].maybe_none:
+                        presence.none_on_miss(self, n):
                     continue        # ``else: found = None``: the lookup's miss, on another branch
                 if n in self.entities:
                     del self.entities[n]
@@ -1021,7 +1037,7 @@ class FunctionAnalyzer:
             if term == "commit":
                 self.release_row_locks(self.line(call))
             return
-        if term in ("save", "put") and recv_name in self.new_objects:
+        if term in ("save", "put", "create") and recv_name in self.new_objects:
             made = self.new_objects[recv_name]
             # a form's or serializer's save() inserts a row of a model it does not name
             model = None if made.endswith(_FORM_CLASSES) or made == "object" else made
@@ -1374,6 +1390,8 @@ class FunctionAnalyzer:
                     found = ("count", f"{c.what} (line {c.line})", c.models)   # ``if not used:``
                     break
         if found is None:
+            found = presence.call_check(self, test)     # ``if not has_vote(user, poll):``
+        if found is None:
             found = self.entity_check(test)
         if found is not None:
             kind, what = found[0], found[1]
@@ -1404,7 +1422,7 @@ class FunctionAnalyzer:
             elif isinstance(node, cst.Call) and (terminal(node) == "exists" or
                                                  self.classify_get(node) is not None):
                 return not negated
-            elif isinstance(node, cst.Name) and node.value in self.entities:
+            elif isinstance(node, cst.Name) and node.value in self.entities or presence.found_test(self, node):
                 return not negated
         return False
 
@@ -1489,6 +1507,7 @@ class FunctionAnalyzer:
         for c in pending:
             c.used = True
         if unique_key_settles(check, act, self.mod.cfg.unique_keys):
+            presence.note_settled(self, check, act, node)    # the get-or-create contract
             return
         if act.line in self.reported_write_lines or self.integrity_depth:
             return
@@ -1737,7 +1756,9 @@ class FunctionAnalyzer:
                              maybe_models(get_model))
                 miss.lookup = get_lookup
                 self.checks.append(miss)
+            self.helper_checks.missing += miss is not None
             self.block(h.body)
+            self.helper_checks.missing -= miss is not None
             if miss is not None and exits(h.body):
                 # ``except DoesNotExist: raise Http404``: what follows the try has the row
                 miss.used = True

@@ -134,8 +134,7 @@ class ModuleAnalyzer:
         keep = []
         for item in self.rest:
             text = item[3]
-            if calls.search(text) and pf.f_writes.search(text) and \
-                    (pf.mut.search(text) or pf.check.search(text)):
+            if calls.search(text) and pf.acts_on_answer(text):
                 self.picked.append(item)
                 self.function_names.add(item[0].name)
             else:

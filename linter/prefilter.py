@@ -37,7 +37,9 @@ _MISSING_THEN_STORE = re.compile(r"except [\w.]*(?:NotFound|DoesNotExist)\b")
 _AGGREGATE = re.compile(r"aggregate\(|func\.max\(|\bMax\(")
 _SELF_SET = re.compile(r"self\.\w+\s*=[^=]")
 #: ``x = Model(...)`` then ``x.save()``: a function that inserts a row
-_NEW_ROW_SAVED = re.compile(r"(\b\w+) = (?:\w+\.)?[A-Z]\w*\([^\n]*\n(?:.*\n)*?\s*\1\.a?save\(")
+_NEW_ROW_SAVED = re.compile(r"(\b\w+) = (?:\w+\.)?[A-Z]\w*\([^\n]*\n(?:.*\n)*?\s*\1\.a?(?:save|create)\(")
+_TEST = re.compile(r"^\s*(?:el)?if\b", re.M)
+_STORE_METHOD = re.compile(r"\.(?:save|store|persist|insert|create|add)_\w+\(")
 _STORE_CALL = re.compile(r"\.(?:save|store|persist|insert|create|add)(?:_\w+)?\(")
 
 
@@ -70,9 +72,17 @@ class Prefilter:
             return True             # a model method: ``self.n += 1; self.save()``
         if _RECEIVER.search(text) and self.mut.search(text) and self.writes.search(text):
             return True             # a signal receiver writing the rows it is handed
-        if self.gets.search(text) and self.writes.search(text):
-            return True
+        if self.gets.search(text) and (self.writes.search(text) or _STORE_METHOD.search(text)):
+            return True             # ``repo.create_from(project)``: an insert through a method
         return bool(self.txn.search(text))
+
+    def acts_on_answer(self, text: str) -> bool:
+        """A caller of a loader helper worth a walk: it writes and changes or checks
+        something, or it tests something and stores a row through a method
+        (``if not project: repo.create_from(project)``: the check lives in the helper)."""
+        if self.f_writes.search(text) and (self.mut.search(text) or self.check.search(text)):
+            return True
+        return bool(_STORE_CALL.search(text) and _TEST.search(text))
 
     def function_relevant(self, text: str) -> bool:
         if "select_for_update" in text or "with_for_update" in text:
@@ -81,7 +91,7 @@ class Prefilter:
             return True             # ``except ZoneNotFound:`` then ``self.create_zone(...)``
         if _AGGREGATE.search(text) and _SELF_SET.search(text):
             return True             # a number computed for the row a model method prepares
-        if "save(" in text and _NEW_ROW_SAVED.search(text):
+        if ("save(" in text or "create(" in text) and _NEW_ROW_SAVED.search(text):
             return True             # an insert helper: its callers' checks may guard it
         has_write = self.f_writes.search(text) is not None
         if not has_write:

@@ -39,7 +39,7 @@ from .selection import request_row
 from .selection import condition_names, is_constant, is_slice, related_model, set_columns, state_columns
 from .rules.read_modify_write import compose, judge
 from .rules import lock_outside_transaction as txn108
-from . import presence, sqla_queries
+from . import conditions, presence, sqla_queries
 
 if TYPE_CHECKING:  # the module driver creates the walks; only its type is named here
     from .module_analysis import ModuleAnalyzer
@@ -193,6 +193,8 @@ class FunctionAnalyzer:
         self.returned: Optional[Returned] = None
         #: checks made in helpers, the get-or-create contract (presence.py)
         self.helper_checks = presence.State()
+        #: conditions kept in names (``q |= Q(..)``) -> the columns they compare (conditions.py)
+        self.conditions: dict[str, frozenset] = {}
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
@@ -271,8 +273,8 @@ class FunctionAnalyzer:
         for found, w_line, verb in self.claims:
             ent = found.entity
             other_work = any(n > w_line for n in self.work_lines) or \
-                any(n > w_line and name in (ent.name, self.loop_of.get(ent.name))
-                    for n, name in self.handed_on)
+                any(n > w_line and name in (ent.name, ent.name.split(".")[0], self.loop_of.get(ent.name))
+                    for n, name in self.handed_on)      # ``user`` of ``user.plan.recurring`` too
             if not matters(found, other_work) or w_line in self.sure_write_lines:
                 continue
             fw = found.entity.framework or self.framework_hint()
@@ -441,11 +443,13 @@ class FunctionAnalyzer:
             self.block(stmt.body)
             for c in made:
                 c.suspended = False
+            before = conditions.snapshot(self)
             if stmt.orelse is not None:
                 if isinstance(stmt.orelse, cst.If):
                     self.statement(stmt.orelse)
                 else:
                     self.block(stmt.orelse.body)
+                conditions.merge(self, before)      # a query either branch selected
             if made and not any(exits(b) for b in branches(stmt)):
                 close_checks(made, branches(stmt))
         elif isinstance(stmt, cst.While):
@@ -727,6 +731,7 @@ class FunctionAnalyzer:
         while isinstance(value, cst.Await):
             value = value.expression
         self.note_selection(targets, value, line)
+        conditions.note_assign(self, targets, value)        # ``q = Q(...)``
         kept = request_row(value)
         if kept is not None and all(isinstance(t.target, cst.Name) for t in targets):
             # a row an earlier step (middleware, dispatch) read and kept on the request
@@ -783,7 +788,8 @@ class FunctionAnalyzer:
                     (base is not None and base.for_update)
                 model = base.model if base is not None else \
                     (root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None)
-                state = state_columns(value) | (base.state if base is not None else frozenset())
+                state = state_columns(value) | (base.state if base is not None else frozenset()) | \
+                    conditions.named_state(self, value)             # ``filter(q)``
                 for t in targets:
                     if isinstance(t.target, cst.Name):
                         qs = self.querysets[t.target.value] = GetInfo(model, model, None, "django",
@@ -932,6 +938,7 @@ class FunctionAnalyzer:
     def aug_assign(self, node: cst.AugAssign) -> None:
         line = self.line(node)
         self.calls_in(node.value)
+        conditions.note_aug(self, node)                  # ``q |= Q(...)``
         tgt = node.target
         if isinstance(tgt, cst.Attribute) and isinstance(tgt.value, cst.Name):
             ent = self.entities.get(tgt.value.value)
@@ -1167,7 +1174,8 @@ class FunctionAnalyzer:
         if base is None or base.source == "param":
             return None
         ent = Entity(path, base.read_line, base.scopes, "self" if base.source == "self" else "get",
-                     framework=base.framework, locked_read=base.locked_read, via=base.via)
+                     framework=base.framework, locked_read=base.locked_read, via=base.via,
+                     state=conditions.joined(base, path))
         self.entities[path] = ent
         return ent
 

@@ -72,17 +72,20 @@ class Prefilter:
             return True             # a model method: ``self.n += 1; self.save()``
         if _RECEIVER.search(text) and self.mut.search(text) and self.writes.search(text):
             return True             # a signal receiver writing the rows it is handed
-        if self.gets.search(text) and (self.writes.search(text) or _STORE_METHOD.search(text)):
-            return True             # ``repo.create_from(project)``: an insert through a method
+        if self.gets.search(text) and self.writes.search(text):
+            return True
         return bool(self.txn.search(text))
 
+    def stores_through_method(self, text: str) -> bool:
+        """A module that calls a loader helper (checked by the caller) may act on its answer
+        through a method (``repo.create_from(project)``): worth analysing then."""
+        return bool(_STORE_METHOD.search(text) and _TEST.search(text))
+
     def acts_on_answer(self, text: str) -> bool:
-        """A caller of a loader helper worth a walk: it writes and changes or checks
-        something, or it tests something and stores a row through a method
-        (``if not project: repo.create_from(project)``: the check lives in the helper)."""
-        if self.f_writes.search(text) and (self.mut.search(text) or self.check.search(text)):
-            return True
-        return bool(_STORE_CALL.search(text) and _TEST.search(text))
+        """A caller of a loader helper that tests something and inserts, or stores a row
+        through a method (``if not project: repo.create_from(project)``): the check may live
+        in the helper (``presence.py``)."""
+        return bool((self.f_writes.search(text) or _STORE_METHOD.search(text)) and _TEST.search(text))
 
     def function_relevant(self, text: str) -> bool:
         if "select_for_update" in text or "with_for_update" in text:

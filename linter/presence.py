@@ -20,13 +20,15 @@ caller's own or a callee's).
 
 The same module holds the **get-or-create contract**: a unique key turns a racing insert
 into an ``IntegrityError`` (``unique_key_settles``), which is no duplicate; but a function
-that returns the row it found or the row it made promises its caller a row, and the racing
-call gets the exception instead (Django's ``get_or_create()`` catches it and reads the row
-again for this reason).  Such an insert, unguarded, is reported at ``MEDIUM`` confidence.
+named for the contract (``get_or_create_project``) that returns the row it found or the row
+it made promises its caller a row, and the racing call gets the exception instead (Django's
+``get_or_create()`` catches it and reads the row again for this reason).  Such an insert,
+unguarded, is reported at ``MEDIUM`` confidence.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -196,11 +198,19 @@ def found_test(fa: "FunctionAnalyzer", node: cst.CSTNode) -> bool:
 
 # -- the get-or-create contract
 
+#: a function named for the contract: ``get_or_create_project``, ``find_or_create_kek``
+_GET_OR_CREATE = re.compile(r"(?:get|find|fetch|load|lookup)\w*_or_(?:create|add|insert|make|new)")
+
+
 def note_settled(fa: "FunctionAnalyzer", check: Check, act: "Act", node: cst.CSTNode) -> None:
     """An insert a unique key settles: kept for :func:`finish`, which reports it when the
-    function hands the row on as the one it found or made."""
+    function hands the row on as the one it found or made.
+
+    Only a function named for the contract (``get_or_create_*``, ``find_or_create_*``) makes
+    the promise: on the judged corpus, plain getters that insert a missing row under a unique
+    key (``get_tag(name)``) were judged safe, the caller taking the error as any other."""
     if check.kind is CheckKind.NONE and not fa.integrity_depth and not check.locked and \
-            fa.outer is None:
+            fa.outer is None and _GET_OR_CREATE.search(fa.name.lower()):
         fa.helper_checks.settled.append((check, act, node))
 
 

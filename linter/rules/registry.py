@@ -55,7 +55,8 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     # compare-and-set claims: rules/claim.py:claimed, fed by the same walk
     Rule("TXN105", "txnsafety_lint.rules.check_then_act:depends_on",
          ("django_txn105.py", "sqlalchemy_txn105.py", "django_real_shapes.py",
-          "django_txn105_claim.py", "sqlalchemy_txn105_claim.py", "django_across_rows.py")),
+          "django_txn105_claim.py", "sqlalchemy_txn105_claim.py", "django_across_rows.py",
+          "django_txn105_helper_check.py", "sqlalchemy_txn105_helper_check.py")),
     Rule("TXN106", _RMW, ("django_txn106.py", "sqlalchemy_txn106.py", "generic_object_layer.py")),
     Rule("TXN107", "txnsafety_lint.dataflow:FunctionAnalyzer.call",
          ("django_txn107.py", "sqlalchemy_txn107.py")),

@@ -172,6 +172,8 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
                         for name, policy in facts[t[0]].policies.items():
                             other.info.policies.setdefault(name, policy)
                         facts[t[0]] = other.info
+    _revive_answer_callers(mods, {path: (source, tree) for path, source, tree in files if path not in mods},
+                           facts, resolve, cfg, prefilter, demand)
     _share_models(facts, resolve, cfg.versioned_models)
     helpers = {id(m): m.helper_names() for m in mods.values()}
 
@@ -254,6 +256,38 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
             continue
         out[path] = [dataclasses.replace(f, path=path) for f in m.results()]
     return out
+
+
+def _revive_answer_callers(mods: dict, others: dict, facts: dict, resolve, cfg: Config,
+                           prefilter: Prefilter, demand: list) -> None:
+    """A module the text test passed over can still act on another module's lookup: it
+    calls a loader helper (an imported function, a module's, or the project's one method of
+    that name) and stores rows through a method (``if not project: repo.create_from(project)``):
+    analyse it too (``presence.py`` pairs the helper's answer with the store)."""
+    methods = unique_loader_methods(list(mods.values()))
+    method_calls = re.compile(r"\.(?:%s)\(" % "|".join(sorted(map(re.escape, methods)))) if methods else None
+    for path, (source, tree) in others.items():
+        if not prefilter.stores_through_method(source):
+            continue
+        calls = method_calls is not None and method_calls.search(source) is not None
+        for alias in facts[path].imports if not calls else ():
+            for as_module in (False, True):
+                t = resolve(path, alias, as_module)
+                other = mods.get(t[0]) if t is not None else None
+                if other is None or not other.returner_candidates:
+                    continue
+                names = other.returner_candidates if as_module else {t[1]} & set(other.returner_candidates)
+                prefix = re.escape(alias) + (r"\." if as_module else "")
+                if names and re.search(prefix + r"(?:%s)\(" % "|".join(map(re.escape, names)) if as_module
+                                       else r"(?<![\w.])" + re.escape(alias) + r"\(", source):
+                    calls = True
+        if not calls:
+            continue
+        m = ModuleAnalyzer(source, tree, cfg, path, prefilter)
+        if m.prepare(relevant=True):
+            mods[path] = m
+            m.demand = demand
+            facts[path] = m.info
 
 
 def _share_models(facts: dict, resolve, configured: set) -> None:

@@ -16,6 +16,12 @@ is quiet when
   ``pre_migrate`` / ``post_migrate`` receiver, or in a function already found quiet.
 
 One reference from application code keeps it reported: that is the caller that races.
+
+A **job** is never quiet by its callers: a function in a ``tasks.py`` module (or a ``tasks/``
+package: Celery's, RQ's and Huey's convention) or decorated as a task (``@shared_task``,
+``@app.task``, ``@periodic_task``, ``@db_periodic_task``, ``@job``, ``@actor``).  A worker or a
+scheduler runs it, again and again and beside requests, whoever else the project shows
+calling it (a management command that runs it once by hand, its tests).
 """
 from __future__ import annotations
 
@@ -31,6 +37,19 @@ from .roles import QUIET, FileRole, QuietGroup
 _MIGRATE_SIGNALS = frozenset({"post_migrate", "pre_migrate"})
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+#: decorators that make a function a job a worker or scheduler runs
+_TASK_DECORATORS = frozenset({"task", "shared_task", "periodic_task", "db_task", "db_periodic_task",
+                              "job", "actor", "cron"})
+
+
+def _is_job(path: str, fn: ast.AST) -> bool:
+    """A function a worker or scheduler runs: defined in a tasks module, or decorated as a task."""
+    parts = path.replace("\\", "/").split("/")
+    if parts[-1] == "tasks.py" or "tasks" in parts[:-1]:
+        return True
+    return any(last_name(d.func if isinstance(d, ast.Call) else d) in _TASK_DECORATORS
+               for d in getattr(fn, "decorator_list", ()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +100,8 @@ class CallGraph:
         self.references: dict[str, list[Reference]] = collections.defaultdict(list)
         #: functions ``migrate`` runs: receivers of its signals
         self.migrate_receivers: set[tuple[str, str]] = set()
+        #: jobs a worker or scheduler runs (never quiet by their callers)
+        self.jobs: set[tuple[str, str]] = set()
         seen: list[tuple[str, str, Optional[str]]] = []
         connected: set[str] = set()         # ``post_migrate.connect(handler)``
         for path, tree in modules:
@@ -90,6 +111,8 @@ class CallGraph:
                     self.definitions[node.name].append(Definition(path, qualname, node.name))
                     if _is_migrate_receiver(node):
                         self.migrate_receivers.add((path, qualname))
+                    if _is_job(path, node):
+                        self.jobs.add((path, qualname))
                 elif isinstance(node, ast.Call) and last_name(node) == "connect" and \
                         isinstance(node.func, ast.Attribute) and \
                         last_name(node.func.value) in _MIGRATE_SIGNALS and node.args:
@@ -134,7 +157,7 @@ def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, 
                 continue
             d = defs[0]
             key = (d.path, d.qualname)
-            if key in found or roles.get(d.path) in quiet_roles:
+            if key in found or key in graph.jobs or roles.get(d.path) in quiet_roles:
                 continue
             refs = [r for r in graph.references.get(name, ()) if (r.path, r.caller) != key]
             if not refs:

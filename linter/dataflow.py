@@ -19,6 +19,7 @@ from .syntax import MANAGERS, code_of, dotted, is_model_name
 from .module_facts import GetInfo, MANAGER_BASES
 from .provenance import request_data
 from .lazy_locks import lazy_locks
+from . import presence
 from .rules import lazy_lock
 from .rules.claim import Selection, matters
 from .rules.claim import message as claim_message
@@ -101,7 +102,12 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         #: lines that write, insert or call a method of a row (what a lock protects)
         self.write_lines: list[int] = []
         self.is_method = is_method
+        #: a loader's entity (Returned) or a lookup's answer (presence.Presence)
         self.returned: Optional[Returned] = None
+        #: checks made in helpers, the get-or-create contract (presence.py)
+        self.helper_checks = presence.State()
+        #: conditions kept in names (``q |= Q(..)``) -> the columns they compare (conditions.py)
+        self.conditions: dict[str, frozenset] = {}
         #: the rows it yields or returns unevaluated, for its callers' loops (row_streams.py)
         self.yielded: Optional[Returned] = None
         #: (line, row name or None, call): work a used-then-deleted row would do twice
@@ -172,6 +178,7 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
             self.taint.pop(pname, None)
         self.block(node.body)
         self.finish_claims()
+        presence.finish(self)
         self.finish_lazy_locks()
 
     def finish_lazy_locks(self) -> None:
@@ -196,8 +203,8 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         for found, w_line, verb in self.claims:
             ent = found.entity
             other_work = any(n > w_line for n in self.work_lines) or \
-                any(n > w_line and name in (ent.name, self.loop_of.get(ent.name))
-                    for n, name in self.handed_on)
+                any(n > w_line and name in (ent.name, ent.name.split(".")[0], self.loop_of.get(ent.name))
+                    for n, name in self.handed_on)      # ``user`` of ``user.plan.recurring`` too
             if not matters(found, other_work) or w_line in self.sure_write_lines:
                 continue
             fw = found.entity.framework or self.framework_hint()

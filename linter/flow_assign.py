@@ -15,7 +15,7 @@ from .model import Entity, Mutation
 from .syntax import (
     chain, code_of, dotted, is_model_name, iter_calls, kids, models_in, names_in, non_numeric,
     terminal, walk_nodes)
-from . import row_streams
+from . import conditions, presence, row_streams, sqla_queries
 from .module_facts import GetInfo
 from .provenance import identity_only
 from .rules.claim import Selection
@@ -49,6 +49,7 @@ class AssignFacts:
         while isinstance(value, cst.Await):
             value = value.expression
         self.note_selection(targets, value, line)
+        conditions.note_assign(self, targets, value)        # ``q = Q(...)``
         if self.assigned_read(targets, value, line):
             return
         qs_set = self.note_querysets(targets, value)
@@ -98,6 +99,8 @@ class AssignFacts:
                 self.calls_in(a.value)
             return True
         got = self.from_helper(value) if isinstance(value, cst.Call) else row_streams.property_row(self, value)
+        if got is not None and presence.note_assigned(self, targets, value, got):
+            got = None                  # a lookup's answer, not a row: a check kept in a name
         if got is not None and all(isinstance(t.target, cst.Name) for t in targets):
             self.calls_in(value)
             for t in targets:
@@ -115,7 +118,9 @@ class AssignFacts:
                 if isinstance(t.target, cst.Name):
                     self.querysets[t.target.value] = rows
                     qs_set.add(t.target.value)
-        if not (isinstance(value, (cst.Call, cst.Attribute)) or is_slice(value)):
+        kept_query = sqla_queries.note_kept(self, targets, value)     # ``query = session.query(M)``
+        qs_set |= kept_query
+        if kept_query or not (isinstance(value, (cst.Call, cst.Attribute)) or is_slice(value)):
             return qs_set
         names, calls, root = chain(value)
         lazy = terminal(value) not in ("count", "exists", "create", "update", "delete", "aggregate") \
@@ -133,7 +138,8 @@ class AssignFacts:
                 (base is not None and base.for_update)
             model = base.model if base is not None else \
                 (root.value if isinstance(root, cst.Name) and is_model_name(root.value) else None)
-            state = state_columns(value) | (base.state if base is not None else frozenset())
+            state = state_columns(value) | (base.state if base is not None else frozenset()) | \
+                conditions.named_state(self, value)             # ``filter(q)``
             for t in targets:
                 if isinstance(t.target, cst.Name):
                     qs = self.querysets[t.target.value] = GetInfo(model, model, None, "django",
@@ -155,7 +161,7 @@ class AssignFacts:
             self.entities[n] = self.entities[value.value]          # alias
             return
         if n in self.entities and isinstance(value, cst.Name) and value.value == "None" and \
-                self.entities[n].maybe_none:
+                presence.none_on_miss(self, n):
             return          # ``else: found = None``: the lookup's miss, on another branch
         if n in self.entities:
             del self.entities[n]
@@ -257,6 +263,7 @@ class AssignFacts:
     def aug_assign(self, node: cst.AugAssign) -> None:
         line = self.line(node)
         self.calls_in(node.value)
+        conditions.note_aug(self, node)                  # ``q |= Q(...)``
         tgt = node.target
         if isinstance(tgt, cst.Attribute) and isinstance(tgt.value, cst.Name):
             ent = self.entities.get(tgt.value.value)

@@ -188,7 +188,7 @@ class CallFacts:
     def new_row_write(self, call: cst.Call, parts: "CallParts") -> bool:
         """``obj.save()`` of an object made here, or ``Model(...).save()``: an insert."""
         term, recv, recv_name = parts.term, parts.recv, parts.recv_name
-        if term not in ("save", "put"):
+        if term not in ("save", "put", "create"):
             return False
         if recv_name in self.new_objects:
             made = self.new_objects[recv_name]

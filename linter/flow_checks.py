@@ -14,6 +14,7 @@ from .model import Check, CheckKind, Entity, Finding
 from .syntax import (
     chain, code_of, dotted, insert_keys, iter_calls, lookup_columns, maybe_models, models_in, names_in,
     terminal)
+from . import presence
 from .module_facts import UNPROTECTED_POLICIES
 from .rules.check_then_act import Act, ActKind, conflict_settles, depends_on, unique_key_settles
 from .rules.check_then_act import confidence as check_then_act_confidence
@@ -131,6 +132,8 @@ class CheckFacts:
                     found = ("count", f"{c.what} (line {c.line})", c.models)   # ``if not used:``
                     break
         if found is None:
+            found = presence.call_check(self, test)     # ``if not has_vote(user, poll):``
+        if found is None:
             found = self.entity_check(test)
         if found is not None:
             kind, what = found[0], found[1]
@@ -162,7 +165,7 @@ class CheckFacts:
             elif isinstance(node, cst.Call) and (terminal(node) == "exists" or
                                                  self.classify_get(node) is not None):
                 return not negated
-            elif isinstance(node, cst.Name) and node.value in self.entities:
+            elif isinstance(node, cst.Name) and node.value in self.entities or presence.found_test(self, node):
                 return not negated
         return False
 
@@ -246,8 +249,10 @@ class CheckFacts:
         check = pending[-1]
         for c in pending:
             c.used = True
-        if conflict_settles(check, unique_key_settles(check, act, self.mod.cfg.unique_keys),
-                            self.integrity_depth > 0, self.reapplying_depth > 0):
+        unique = unique_key_settles(check, act, self.mod.cfg.unique_keys)
+        if unique and check.kind is not CheckKind.UPDATED:
+            presence.note_settled(self, check, act, node)    # the get-or-create contract
+        if conflict_settles(check, unique, self.integrity_depth > 0, self.reapplying_depth > 0):
             return
         if act.line in self.reported_write_lines:
             return

@@ -16,6 +16,7 @@ from .model import Entity
 from .syntax import (
     DJANGO_GET_TERMINALS, MAYBE_NONE, ORM_MARKERS, SQLA_TERMINALS, chain, code_of, dotted,
     first_arg_name, is_model_name, lookup_columns, receiver_prefix, terminal)
+from . import conditions, sqla_queries
 from .module_facts import GetInfo
 from .selection import state_columns
 from .rules import lock_outside_transaction as txn108
@@ -169,6 +170,9 @@ class ReadFacts:
         if term in DJANGO_GET_TERMINALS and "get_queryset" in names and root_name == "self":
             return self.get_info(g, self.mod.info.class_model(self.qualname.split(".", 1)[0]), None,
                                  "django", maybe_none=term in ("first", "last"))
+        if root_name in self.querysets and self.querysets[root_name].framework == "sqlalchemy":
+            return sqla_queries.run(self.querysets[root_name], term,     # ``query.one()``
+                                    lambda *a, **k: self.get_info(g, *a, **k))
         if self.manager_chain(names) or (root_name in self.querysets and len(names) >= 2):
             if term in DJANGO_GET_TERMINALS or term in ("get_or_404",):
                 base = self.querysets.get(root_name)
@@ -230,6 +234,9 @@ class ReadFacts:
             return self.get_info(g, model, g.name, None, maybe_none=True)
         if g.term.startswith("get_") and is_model_name(g.root_name) and len(g.names) == 2:
             return self.get_info(g, g.root_name, None, None, maybe_none=True)
+        if g.term.startswith("get_") and len(g.names) == 3 and is_model_name(g.names[1]) and \
+                g.root_name in self.mod.info.imports:      # ``network_obj.Segment.get_objects(..)``
+            return self.get_info(g, g.names[1], None, None, maybe_none=True)
         return None
 
     def record_get(self, call: cst.Call, info: GetInfo) -> None:
@@ -276,7 +283,8 @@ class ReadFacts:
         if base is None or base.source == "param":
             return None
         ent = Entity(path, base.read_line, base.scopes, "self" if base.source == "self" else "get",
-                     framework=base.framework, locked_read=base.locked_read, via=base.via)
+                     framework=base.framework, locked_read=base.locked_read, via=base.via,
+                     state=conditions.joined(base, path))
         self.entities[path] = ent
         return ent
 

@@ -15,7 +15,7 @@ from .model import Check, CheckKind, Scope
 from .syntax import (
     INTEGRITY_ERRORS, NOT_FOUND_ERRORS, branches, chain, code_of, dotted, exits, is_model_name,
     iter_calls, label, maybe_models, names_in, terminal)
-from . import row_streams
+from . import conditions, presence, row_streams
 from .module_facts import GetInfo
 from .rules.check_then_act import normalises
 from .rules.check_then_act import close as close_checks
@@ -62,11 +62,13 @@ class StatementWalk:
             self.block(stmt.body)
             for c in made:
                 c.suspended = False
+            before = conditions.snapshot(self)
             if stmt.orelse is not None:
                 if isinstance(stmt.orelse, cst.If):
                     self.statement(stmt.orelse)
                 else:
                     self.block(stmt.orelse.body)
+                conditions.merge(self, before)      # a query either branch selected
             if made and not any(exits(b) for b in branches(stmt)):
                 close_checks(made, branches(stmt))
         elif isinstance(stmt, cst.While):
@@ -123,6 +125,8 @@ class StatementWalk:
         """Remember the first entity this function reads and returns (for its callers)."""
         while isinstance(value, cst.Await):
             value = value.expression
+        if presence.note_return(self, value):
+            return
         if isinstance(value, cst.Call):
             info = self.classify_get(value)
             if info is not None:
@@ -269,7 +273,9 @@ class StatementWalk:
                              maybe_models(get_model))
                 miss.lookup = get_lookup
                 self.checks.append(miss)
+            self.helper_checks.missing += miss is not None
             self.block(h.body)
+            self.helper_checks.missing -= miss is not None
             if miss is not None and exits(h.body):
                 # ``except DoesNotExist: raise Http404``: what follows the try has the row
                 miss.used = True

@@ -92,13 +92,15 @@ class ModuleAnalyzer:
         self.resolve_calls([self], self.call_sites, lambda site: self.functions.get(site.callee))
         return self.results()
 
-    def prepare(self, loaders: bool = False, keep: bool = False) -> bool:
+    def prepare(self, loaders: bool = False, keep: bool = False, relevant: bool = False) -> bool:
         """Cheap stage: is the module worth analysing, and which functions.
 
         ``loaders``: the module is known not to be relevant; keep it if it may hold helpers
-        that return an entity (another module's callers may need them), or if ``keep``."""
+        that return an entity (another module's callers may need them), or if ``keep``.
+        ``relevant``: the project knows it is (it calls another module's loader helper and
+        stores rows)."""
         pf = self.prefilter
-        if loaders or not pf.module_relevant(self.source):
+        if loaders or not (relevant or pf.module_relevant(self.source)):
             if not keep and not (loaders and _HANDS_OUT.search(self.source) and pf.f_gets.search(self.source)):
                 return False
             self.loaders_only = True
@@ -145,7 +147,8 @@ class ModuleAnalyzer:
         for item in self.rest:
             text = item[3]
             if calls.search(text) and pf.f_writes.search(text) and \
-                    (pf.mut.search(text) or pf.check.search(text)):
+                    (pf.mut.search(text) or pf.check.search(text)) or \
+                    pf.acts_on_answer(text) and calls.search(_body(item)):
                 self.picked.append(item)
                 self.function_names.add(item[0].name)
             else:
@@ -452,6 +455,12 @@ _SESSION_WORDS = re.compile(r"sessionmaker|scoped_session|Session")
 
 #: a function that hands something out: its callers may get a row read here
 _HANDS_OUT = re.compile(r"return|yield")
+
+
+def _body(item: tuple) -> str:
+    """A picked candidate's text from its body on (its own ``def`` line names it)."""
+    fnode, _cls, start, text = item
+    return "".join(text.splitlines(True)[max(fnode.body[0].lineno - start, 0):])
 
 
 def _calls_re(names) -> "re.Pattern[str]":

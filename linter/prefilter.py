@@ -37,7 +37,9 @@ _MISSING_THEN_STORE = re.compile(r"except [\w.]*(?:NotFound|DoesNotExist)\b")
 _AGGREGATE = re.compile(r"aggregate\(|func\.max\(|\bMax\(")
 _SELF_SET = re.compile(r"self\.\w+\s*=[^=]")
 #: ``x = Model(...)`` then ``x.save()``: a function that inserts a row
-_NEW_ROW_SAVED = re.compile(r"(\b\w+) = (?:\w+\.)?[A-Z]\w*\([^\n]*\n(?:.*\n)*?\s*\1\.a?save\(")
+_NEW_ROW_SAVED = re.compile(r"(\b\w+) = (?:\w+\.)?[A-Z]\w*\([^\n]*\n(?:.*\n)*?\s*\1\.a?(?:save|create)\(")
+_TEST = re.compile(r"^\s*(?:el)?if\b", re.M)
+_STORE_METHOD = re.compile(r"\.(?:save|store|persist|insert|create|add)_\w+\(")
 #: ``x.delete()`` of a row, after ``x.team.members.add(u)`` or ``mail.send()`` (a signal's
 #: ``send(sender, ...)`` is no message out)
 _CONSUMED = re.compile(r"\b\w+\.a?delete\(\)")
@@ -81,6 +83,17 @@ class Prefilter:
             return True
         return bool(self.txn.search(text))
 
+    def stores_through_method(self, text: str) -> bool:
+        """A module that calls a loader helper (checked by the caller) may act on its answer
+        through a method (``repo.create_from(project)``): worth analysing then."""
+        return bool(_STORE_METHOD.search(text) and _TEST.search(text))
+
+    def acts_on_answer(self, text: str) -> bool:
+        """A caller of a loader helper that tests something and inserts, or stores a row
+        through a method (``if not project: repo.create_from(project)``): the check may live
+        in the helper (``presence.py``)."""
+        return bool((self.f_writes.search(text) or _STORE_METHOD.search(text)) and _TEST.search(text))
+
     def function_relevant(self, text: str) -> bool:
         if "select_for_update" in text or "with_for_update" in text:
             return True
@@ -90,7 +103,7 @@ class Prefilter:
             return True             # ``except ZoneNotFound:`` then ``self.create_zone(...)``
         if _AGGREGATE.search(text) and _SELF_SET.search(text):
             return True             # a number computed for the row a model method prepares
-        if "save(" in text and _NEW_ROW_SAVED.search(text):
+        if ("save(" in text or "create(" in text) and _NEW_ROW_SAVED.search(text):
             return True             # an insert helper: its callers' checks may guard it
         has_write = self.f_writes.search(text) is not None
         if not has_write:

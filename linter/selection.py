@@ -9,7 +9,8 @@ entity; ``rules/claim.py`` judges the pair.
 
 A column compared for equality with a *variable* (``email=email``, ``pk=pk``) identifies
 the row rather than selecting it by state, and is left out: changing a row's own key is
-not a claim.  Joins (``user__plan__state``) are other tables' columns and are left out too.
+not a claim.  A join's column (``user__plan__state``) keeps its path: it is no column of the
+queried row, but the state a related row was selected by (``conditions.joined``).
 """
 from __future__ import annotations
 
@@ -59,13 +60,14 @@ def _from_argument(arg: cst.Arg) -> Iterator[str]:
 
 
 def _from_keyword(name: str, value: cst.BaseExpression) -> Iterator[str]:
+    """``lock__lt=t`` -> ``lock``; a join's column keeps its path (``plan__recurring__last_at``):
+    no column of the queried row, the state of a related one (``conditions.joined``)."""
     parts = name.split("__")
-    if len(parts) == 1:
-        if is_constant(value):
-            yield name
-    elif len(parts) == 2 and parts[1] in _RANGE_LOOKUPS:
-        if parts[1] not in ("exact", "iexact") or is_constant(value):
-            yield parts[0]
+    if parts[-1] in _RANGE_LOOKUPS and len(parts) > 1:
+        if parts[-1] not in ("exact", "iexact") or is_constant(value):
+            yield "__".join(parts[:-1])
+    elif is_constant(value):
+        yield name
 
 
 def _from_condition(expr: cst.BaseExpression) -> Iterator[str]:
@@ -90,6 +92,17 @@ def _from_condition(expr: cst.BaseExpression) -> Iterator[str]:
         elif last in _RANGE_METHODS and isinstance(expr.func, cst.Attribute) and \
                 isinstance(expr.func.value, cst.Attribute):
             yield expr.func.value.attr.value
+
+
+def states_of(expr: cst.BaseExpression) -> Optional[frozenset[str]]:
+    """The columns a condition built apart from its query compares (``Q(a__isnull=True) |
+    Q(a__lt=t)``, ``and_(..)``); None when ``expr`` is no such condition."""
+    node = expr
+    while isinstance(node, (cst.UnaryOperation, cst.BinaryOperation)):
+        node = node.expression if isinstance(node, cst.UnaryOperation) else node.left
+    if not isinstance(node, cst.Call) or dotted(node.func).rsplit(".", 1)[-1] not in ("Q", "and_", "or_"):
+        return None
+    return frozenset(_from_condition(expr)) - _KEYS
 
 
 def _from_comparison(expr: cst.Comparison) -> Iterator[str]:

@@ -289,7 +289,9 @@ MANAGERS = frozenset({"objects", "_default_manager", "_base_manager"})
 ORM_MARKERS = {"objects", "_default_manager", "_base_manager", "filter", "filter_by", "exclude", "query",
                "where", "session", "scalars", "scalar", "execute", "all", "select_related", "prefetch_related",
                "using"}
-INTEGRITY_ERRORS = re.compile(r"IntegrityError|UniqueViolation|ConstraintViolation")
+#: what a racing insert raises: the driver's error, or a project's (or oslo.db's) wrapper of
+#: it (``DBDuplicateEntry``, ``ConstraintCheck``)
+INTEGRITY_ERRORS = re.compile(r"IntegrityError|UniqueViolation|Constraint\w*|\w*Duplicate\w*")
 #: what a lookup raises when the row is missing: Django's and SQLAlchemy's, and a project's
 #: own ``ZoneNotFound`` / ``NotFound`` (repositories and services name theirs that way)
 NOT_FOUND_ERRORS = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Http404|\w*NotFound\b")

@@ -164,3 +164,30 @@ def test_a_method_called_only_by_a_handler_connected_to_post_migrate_is_quiet(tm
         """)
     assert run(tmp_path, capsys, monkeypatch) == [
         "1 finding not shown: 1 in migrations (--include-migrations to show them)"]
+
+
+def test_a_job_called_only_by_a_command_and_its_tests_stays_reported(tmp_path, capsys, monkeypatch):
+    """A worker or scheduler runs a task again and again beside requests: a management
+    command that runs it once by hand does not make it one-off code."""
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/tasks.py", SEED)
+    write(tmp_path, "cms/management/commands/seed.py", """\
+        from cms.tasks import seed_page
+
+        def handle():
+            seed_page("home")
+        """)
+    write(tmp_path, "cms/tests/test_tasks.py", """\
+        from cms.tasks import seed_page
+
+        def test_seed():
+            seed_page("home")
+        """)
+    out = run(tmp_path, capsys, monkeypatch)
+    assert any("cms/tasks.py" in line and "TXN105" in line for line in out), out
+
+
+def test_a_function_decorated_as_a_task_stays_reported(project, capsys, monkeypatch):
+    write(project, "cms/api.py", SEED.replace("def seed_page", "@shared_task\ndef seed_page"))
+    out = run(project, capsys, monkeypatch)
+    assert any("cms/api.py" in line and "TXN105" in line for line in out), out

@@ -196,7 +196,7 @@ class CallFacts:
             model = None if made.endswith(_FORM_CLASSES) or made == "object" else made
             self.act(call, f"`{recv_name}.{term}()` of a new object", model, "create")
             return True
-        if isinstance(recv, cst.Call) and is_model_name(dotted(recv.func).rsplit(".", 1)[-1]):
+        if term != "create" and isinstance(recv, cst.Call) and is_model_name(dotted(recv.func).rsplit(".", 1)[-1]):
             self.act(call, f"`{dotted(recv.func)}(...).{term}()`",
                      dotted(recv.func).rsplit(".", 1)[-1], "create")
             return True

@@ -313,7 +313,10 @@ class ReadFacts:
     def orm_query(self, call: cst.Call) -> bool:
         """Is ``call`` (an ``exists()`` / ``count()``) a database query, not a path or a list?"""
         if isinstance(call.func, cst.Name):
-            return call.func.value in ("exists", "count")        # sqlalchemy exists()/func.count
+            # sqlalchemy's exists() / count(), unless the name comes from elsewhere
+            # (``from itertools import count``: a Python counter)
+            origin = self.mod.info.imports.get(call.func.value)
+            return call.func.value in ("exists", "count") and (origin is None or "sqlalchemy" in origin[0])
         names, calls, root = chain(call)
         if any(n in ORM_MARKERS for n in names[:-1]):
             return True

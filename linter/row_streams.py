@@ -23,7 +23,7 @@ import libcst as cst
 
 from .module_facts import GetInfo
 from .selection import is_slice, related_model, state_columns
-from .syntax import chain, is_model_name, terminal
+from .syntax import chain, is_model_name, kids, terminal
 
 if TYPE_CHECKING:
     from .dataflow import FunctionAnalyzer
@@ -178,10 +178,17 @@ def comprehension_rows(fa: "FunctionAnalyzer", node: cst.CSTNode) -> Iterator[No
                 fa.entities[name] = old
 
 
-def _comprehensions(node: cst.CSTNode) -> Iterator[cst.CompFor]:
-    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
-        return
-    if isinstance(node, cst.CompFor):
-        yield node
-    for child in node.children:
-        yield from _comprehensions(child)
+def _comprehensions(node: cst.CSTNode) -> list[cst.CompFor]:
+    """The comprehensions ``node`` evaluates, outermost first (not inside lambdas or nested
+    definitions); a walk without whitespace nodes, as ``iter_calls`` does (this runs for
+    every expression the walk visits)."""
+    found: list[cst.CompFor] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(n, cst.CompFor):
+            found.append(n)
+        stack.extend(reversed(kids(n)))
+    return found

@@ -60,16 +60,7 @@ def analyse_callers(mods: dict, methods: dict, sites: list, files: Sequence) -> 
     pattern = re.compile(r"\.(%s)\(" % "|".join(sorted(re.escape(n) for n in methods)))
     for m in mods.values():
         # a module kept for its loaders, or for these calls, may call the method on its rows
-        pool = m.dormant if m.loaders_only else m.rest
-        keep = []
-        for item in pool:
-            if pattern.search(item[3]):
-                before = len(m.call_sites)
-                m.analyze_function(*item)
-                sites.extend(m.call_sites[before:])
-            else:
-                keep.append(item)
-        pool[:] = keep
+        m.analyze_matching(pattern, sites)
     counts: dict[str, int] = {}
     for _path, source, _tree in files:
         for found in pattern.finditer(source):

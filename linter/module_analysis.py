@@ -262,6 +262,26 @@ class ModuleAnalyzer:
                 out.append(f)
         return out
 
+    def analyze_matching(self, pattern: "re.Pattern", sites: list, names: frozenset = frozenset()) -> bool:
+        """Walk the functions not walked yet (kept back by the prefilter, or in a module kept
+        for its loaders) whose text matches ``pattern``: the callers a project summary needs
+        after all. Their call sites join ``sites``; ``names`` become callable helpers here.
+        Whether any was walked."""
+        pool = self.dormant if self.loaders_only else self.rest
+        keep = []
+        found = False
+        for item in pool:
+            if pattern.search(item[3]):
+                before = len(self.call_sites)
+                self.function_names |= names
+                self.analyze_function(*item)
+                sites.extend(self.call_sites[before:])
+                found = True
+            else:
+                keep.append(item)
+        pool[:] = keep
+        return found
+
     def analyze_function(self, fnode, cls, start: int, text: str) -> Optional[FunctionAnalyzer]:
         """Analyse one function (once: a loader helper may have been analysed on demand)."""
         key = id(fnode)

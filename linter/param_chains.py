@@ -66,16 +66,5 @@ def _analyse_callers_of(mods: dict, names: set[str], sites: list) -> bool:
     pattern = re.compile(r"\b(?:%s)\(" % "|".join(sorted(re.escape(n) for n in names)))
     found = False
     for m in mods.values():
-        pool = m.dormant if m.loaders_only else m.rest
-        keep = []
-        for item in pool:
-            if pattern.search(item[3]):
-                before = len(m.call_sites)
-                m.function_names |= names
-                m.analyze_function(*item)
-                sites.extend(m.call_sites[before:])
-                found = True
-            else:
-                keep.append(item)
-        pool[:] = keep
+        found = m.analyze_matching(pattern, sites, frozenset(names)) or found
     return found

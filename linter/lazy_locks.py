@@ -11,11 +11,11 @@ only (names, lines, calls); ``rules/lazy_lock.py`` judges them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import libcst as cst
 
-from .syntax import chain, code_of, iter_calls, terminal, walk_nodes
+from .syntax import chain, code_of, iter_calls, kids, terminal
 
 #: what a queryset's own statement does without being evaluated first
 _SELF_RUNNING = frozenset({"update", "delete"})
@@ -45,7 +45,7 @@ def lazy_locks(func: cst.FunctionDef, line: Callable[[cst.CSTNode], int]) -> lis
     if not bound and not bare:
         return []
     calls = sorted(((line(c), c) for c in iter_calls(func.body)), key=lambda x: x[0])
-    names = sorted((line(n), n.value) for n in walk_nodes(func.body)
+    names = sorted((line(n), n.value) for n in _own_nodes(func.body)
                    if isinstance(n, cst.Name) and n.value in bound)
     out = []
     for name, at in list(bound.items()) + bare:
@@ -71,7 +71,7 @@ def _bound_locks(body: cst.CSTNode, line: Callable[[cst.CSTNode], int]
     found: dict[str, int] = {}
     bare: list[tuple[str, int]] = []
     seen: set[str] = set()
-    for node in walk_nodes(body):
+    for node in _own_nodes(body):
         if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and _lazy_chain(node.value):
             bare.append((code_of(node.value), line(node)))
             continue
@@ -89,6 +89,16 @@ def _bound_locks(body: cst.CSTNode, line: Callable[[cst.CSTNode], int]
                 isinstance(value, cst.Call) and _lazy_chain(value):
             found[target.value] = line(node)
     return found, bare
+
+
+def _own_nodes(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of a function body, without those of functions or classes defined in it
+    (their names and locks are theirs)."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(k for k in kids(node) if not isinstance(k, (cst.FunctionDef, cst.ClassDef, cst.Lambda)))
 
 
 def _lazy_chain(call: cst.Call) -> bool:

@@ -26,6 +26,7 @@ import re
 from typing import Iterable
 
 from .ast_names import field_calls, last_name
+from .tree_nodes import tree_nodes
 
 UniqueKeys = dict[str, list[frozenset[str]]]
 
@@ -154,7 +155,7 @@ def unique_keys(sources: Iterable[tuple[str, ast.AST]]) -> UniqueKeys:
         if not _HINT.search(text):
             continue
         declared: dict[str, list] = {}
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for cls in tree_nodes(tree).classes:
             declared.setdefault(cls.name, []).extend(_field_keys(cls) + [k for k in _meta_keys(cls) if k])
         if "Table(" in text:
             for cls, keys in _imperative_tables(tree).items():
@@ -169,7 +170,7 @@ def class_bases(tree: ast.AST) -> dict[str, tuple[str, ...]]:
     """Class -> the last names of its bases, for classes that have some (``class
     Order(AbstractOrder)``): a model inherits the unique keys its bases declare."""
     return {node.name: tuple(b for b in map(last_name, node.bases) if b and b[:1].isupper())
-            for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.bases}
+            for node in tree_nodes(tree).classes if node.bases}
 
 
 def inherit_keys(keys: dict[str, list], bases: dict[str, tuple[str, ...]]) -> None:
@@ -205,7 +206,7 @@ def manager_attributes(sources: Iterable[tuple[str, ast.AST]]) -> frozenset[str]
     for text, tree in sources:
         if "Manager" not in text and "as_manager" not in text:
             continue
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for cls in tree_nodes(tree).classes:
             for stmt in cls.body:
                 if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
                         isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)):

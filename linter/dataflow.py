@@ -49,6 +49,13 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         self.name = node.name.value
         self.outer = outer
         self.vocab: Vocab = mod.vocab
+        self.is_method = is_method
+        self._names(outer)
+        self._walk_state()
+        self._summary()
+
+    def _names(self, outer: Optional["FunctionAnalyzer"]) -> None:
+        """What the function's names hold; a nested function starts from its outer one's."""
         self.entities: dict[str, Entity] = dict(outer.entities) if outer else {}
         self.taint: dict[str, set] = dict(outer.taint) if outer else {}
         #: local -> the (entity name, field) pairs its value was made from (``d = x.due``)
@@ -60,13 +67,18 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         self.sessions: set[str] = set(outer.sessions) if outer else set()
         #: local name -> what it holds, as sessions.SessionTypes resolves it ("": unknown)
         self.types: dict[str, str] = dict(outer.types) if outer else {}
+        #: variables holding rows or ids a query selected by state (``rules/claim.py``)
+        self.selections: dict[str, Selection] = dict(outer.selections) if outer else {}
+        self.stack: list[Scope] = list(outer.stack) if outer else []
+
+    def _walk_state(self) -> None:
+        """What the walk keeps as it goes: new rows, checks, locks, writes."""
         self.new_objects: dict[str, str] = {}
         self.check_vars: dict[str, tuple] = {}
         #: the names a check kept in a variable was computed from (``exists = ...filter(k=key)``)
         self.check_keys: dict[str, set[str]] = {}
         #: ... and the columns its lookup compared
         self.check_lookups: dict[str, Optional[frozenset]] = {}
-        self.stack: list[Scope] = list(outer.stack) if outer else []
         self.row_locks: list[tuple[int, Optional[Scope]]] = []
         #: line of a row lock -> the model it locked rows of (a lock on rows of the model a
         #: missing-row check looks in does not stop an insert of a new one)
@@ -76,13 +88,6 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         #: ``IntegrityError`` handlers around the statement that apply the change again
         #: (``except IntegrityError: qs.update(...)``): the loser of an insert race keeps its work
         self.reapplying_depth = 0
-        self.params: dict[str, Entity] = {}
-        self.param_order: list[str] = []
-        self.param_writes: dict[str, tuple] = {}
-        self.rmw_getters: dict[str, tuple] = {}
-        self.inherited_rmw: dict[str, tuple] = {}
-        self.deferred: list[tuple[Finding, str]] = []
-        self.call_sites: list[CallSite] = []
         self.reported_write_lines: set[int] = set()
         #: compare-and-set writes seen (rules/claim.py), judged when the walk has ended
         self.claims: list[tuple] = []
@@ -90,29 +95,36 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         self.sure_write_lines: set[int] = set()
         #: lines of every write and insert: what a double claim would do twice
         self.work_lines: list[int] = []
-        #: unguarded inserts (line, model): a caller's check may be what they depend on
-        self.creates: list[tuple[int, Optional[str]]] = []
         #: (line, name): a row (or the rows a loop went over) handed to a call that is not
         #: logging, returned or yielded: work done with it
         self.handed_on: list[tuple[int, str]] = []
         #: loop variable -> the name of the rows it went over (``for t in rows``)
         self.loop_of: dict[str, str] = {}
-        #: variables holding rows or ids a query selected by state (``rules/claim.py``)
-        self.selections: dict[str, Selection] = dict(outer.selections) if outer else {}
         #: lines that write, insert or call a method of a row (what a lock protects)
         self.write_lines: list[int] = []
-        self.is_method = is_method
+        #: conditions kept in names (``q |= Q(..)``) -> the columns they compare (conditions.py)
+        self.conditions: dict[str, frozenset] = {}
+        #: (line, row name or None, call): work a used-then-deleted row would do twice
+        #: (rules/consume.py)
+        self.effects: list[tuple] = []
+
+    def _summary(self) -> None:
+        """What callers learn from the function (the joins of call_joins.py and presence.py)."""
+        self.params: dict[str, Entity] = {}
+        self.param_order: list[str] = []
+        self.param_writes: dict[str, tuple] = {}
+        self.rmw_getters: dict[str, tuple] = {}
+        self.inherited_rmw: dict[str, tuple] = {}
+        self.deferred: list[tuple[Finding, str]] = []
+        self.call_sites: list[CallSite] = []
+        #: unguarded inserts (line, model): a caller's check may be what they depend on
+        self.creates: list[tuple[int, Optional[str]]] = []
         #: a loader's entity (Returned) or a lookup's answer (presence.Presence)
         self.returned: Optional[Returned] = None
         #: checks made in helpers, the get-or-create contract (presence.py)
         self.helper_checks = presence.State()
-        #: conditions kept in names (``q |= Q(..)``) -> the columns they compare (conditions.py)
-        self.conditions: dict[str, frozenset] = {}
         #: the rows it yields or returns unevaluated, for its callers' loops (row_streams.py)
         self.yielded: Optional[Returned] = None
-        #: (line, row name or None, call): work a used-then-deleted row would do twice
-        #: (rules/consume.py)
-        self.effects: list[tuple] = []
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:

@@ -22,8 +22,8 @@ from .sessions import SessionTypes
 from .syntax import source_lines
 from .module_facts import ModuleInfo
 from .rules.read_modify_write import compose, judge
-from .rules import lock_outside_transaction as txn108
 from .rules import two_copies
+from .call_joins import CallJoins
 from .dataflow import CallSite, FunctionAnalyzer, _Positions
 from .prefilter import Prefilter
 from .self_reads import SelfReads
@@ -65,6 +65,8 @@ class ModuleAnalyzer:
         #: (class, method) -> every method that returns or yields something: a view's
         #: ``self._chosen_device(user)`` may hand on what another loader returned
         self.handing_methods: dict[tuple[str, str], tuple] = {}
+        #: the calls a handing method must make to hand out a row (``loader_method``)
+        self._hands_on_re: Optional["re.Pattern[str]"] = None
         #: resolves sessions made by factories (this module alone, or the project's modules)
         self.session_types: Optional[SessionTypes] = None
         #: method name -> (module, item) of the one loader method of that name in the project
@@ -174,8 +176,44 @@ class ModuleAnalyzer:
     def returned_by_method(self, cls: str, name: str, attr: str = "returned") -> Optional[tuple]:
         """Like ``returned_by`` for ``self.name(...)`` in a method of ``cls``: a repository's
         or a view's own loader method (``self.get(uid)``, ``self.load_order()``)."""
-        item = self.method_candidates.get((cls, name)) or self.handing_methods.get((cls, name))
+        item = self.loader_method(cls, name)
         return self._loaded(self, item, f"self.{name}", attr) if item is not None else None
+
+    def loader_method(self, cls: str, name: str) -> Optional[tuple]:
+        """The method ``cls.name`` if it may hand out a row: it reads one itself (a loader
+        candidate), or it returns or yields and calls something that may, a helper, an
+        imported name or another such method (a view's ``self._chosen_device(user)`` handing
+        on what ``Device.from_persistent_id()`` read).  The text test is cheap; analysing
+        every method that returns something, as callers ask, was most of a run's cost."""
+        item = self.method_candidates.get((cls, name))
+        if item is not None:
+            return item
+        item = self.handing_methods.get((cls, name))
+        if item is None or not self._hands_on().search(_body(item)):
+            return None
+        return item
+
+    def _hands_on(self) -> "re.Pattern[str]":
+        """Calls through which a method that reads nothing itself may hand out a row
+        (``from_helper``, ``iterated_helper``, ``property_row``): a function of this module
+        (or, when other modules resolve, an imported name), a loader method any table may
+        resolve, or another handing method that qualifies (to a fixed point)."""
+        if self._hands_on_re is None:
+            called = set(self.returner_candidates)
+            if self.resolve_external is not None:
+                called |= set(self.info.imports) | self.module_aliases
+            methods = {name for _cls, name in self.method_candidates} | set(self.loader_methods or ())
+            pending = dict(self.handing_methods)
+            while True:
+                pattern = _calls_pattern(called, methods)
+                found = {key for key, item in pending.items() if pattern.search(_body(item))}
+                if not found:
+                    break
+                methods |= {name for _cls, name in found}
+                for key in found:
+                    del pending[key]
+            self._hands_on_re = pattern
+        return self._hands_on_re
 
     def returned_by_name(self, name: str, attr: str = "returned") -> Optional[tuple]:
         """Like ``returned_by_method`` for ``obj.name(...)`` on any receiver: the project's one
@@ -321,87 +359,10 @@ class ModuleAnalyzer:
 
     @staticmethod
     def resolve_calls(modules: list, call_sites: list, lookup, complete=None) -> None:
-        """Join call sites to the functions they call (``lookup(site)`` finds the callee).
-        ``complete(callee, n)``: whether ``n`` resolved calls are all the calls there are."""
-        callers: dict[int, list[CallSite]] = {}
-        analyzers: dict[int, FunctionAnalyzer] = {}
-        # a helper's helpers count as its own: propagate re-read-and-write summaries up
-        resolved = [(site, lookup(site)) for site in call_sites]
-        for _round in range(4):
-            changed = False
-            for site, callee in resolved:
-                if callee is None or callee is site.caller or site.caller.outer is not None:
-                    continue
-                for getter, lines in callee.rmw_getters.items():
-                    if getter not in site.caller.inherited_rmw and getter not in site.caller.rmw_getters:
-                        site.caller.inherited_rmw[getter] = lines
-                        changed = True
-                for getter, lines in callee.inherited_rmw.items():
-                    if getter not in site.caller.inherited_rmw and getter not in site.caller.rmw_getters:
-                        site.caller.inherited_rmw[getter] = lines
-                        changed = True
-            if not changed:
-                break
-        seen: dict[int, int] = {}         # calls resolved, a method's calls of itself too
-        for site, callee in resolved:
-            if callee is None:
-                continue
-            seen[id(callee)] = seen.get(id(callee), 0) + 1
-            if callee is site.caller:
-                continue        # recursion: protected exactly when the outer call is
-            callers.setdefault(id(callee), []).append(site)
-            analyzers[id(callee)] = callee
-            mod = site.caller.mod
-            mod._param_writes(site, callee)
-            mod._internal(site, callee)
-            site.caller.callee_insert(site, callee)
-        # an unprotected helper whose every caller calls it under protection (directly, or
-        # because the caller itself is only ever called under protection) is fine
-        memo: dict[tuple[int, str], bool] = {}
-
-        def protected(fa: FunctionAnalyzer, need: str, visiting: frozenset) -> bool:
-            key = (id(fa), need)
-            if key in memo:
-                return memo[key]
-            if id(fa) in visiting:
-                return False
-            sites = callers.get(id(fa), [])
-            if fa.is_method and complete is not None and not complete(fa, seen.get(id(fa), 0)):
-                memo[key] = False
-                return False        # a call the analysis did not see may hold no protection
-            ok = bool(sites) and all(
-                (any(sc.kind == need for sc in site.stack) if need in ("txn", "lock")
-                 else bool(site.stack))
-                or protected(site.caller, need, visiting | {id(fa)})
-                for site in sites)
-            memo[key] = ok
-            return ok
-
-        def shows_unprotected(fa: FunctionAnalyzer, need: str, visiting: frozenset) -> bool:
-            """Whether the project shows a path of calls into ``fa`` from an entry point (a
-            function nothing calls that is not a method) with no protection on the way."""
-            if id(fa) in visiting:
-                return False
-            for site in callers.get(id(fa), []):
-                held = any(sc.kind == need for sc in site.stack) if need in ("txn", "lock") \
-                    else bool(site.stack)
-                if held:
-                    continue
-                up = site.caller
-                if not callers.get(id(up)) and not up.is_method:
-                    return True             # an entry point calls it unprotected
-                if shows_unprotected(up, need, visiting | {id(fa)}):
-                    return True
-            return False
-
-        for mod in modules:
-            for fa in mod.functions.values():
-                for finding, need in fa.deferred:
-                    if not protected(fa, need, frozenset()):
-                        sites = callers.get(id(fa), [])
-                        mod.findings.append(txn108.settle(finding, fa.write_lines, bool(sites),
-                                                          not shows_unprotected(fa, need, frozenset())))
-                fa.deferred = []
+        """Join call sites to the functions they call (``lookup(site)`` finds the callee);
+        ``complete(callee, n)``: whether ``n`` resolved calls are all the calls there are
+        (:mod:`.call_joins`)."""
+        CallJoins(call_sites, lookup, complete).run(modules)
 
     def _param_writes(self, site: CallSite, callee: FunctionAnalyzer) -> None:
         order = [p for p in callee.param_order]
@@ -475,6 +436,14 @@ _SESSION_WORDS = re.compile(r"sessionmaker|scoped_session|Session")
 
 #: a function that hands something out: its callers may get a row read here
 _HANDS_OUT = re.compile(r"return|yield")
+
+
+def _calls_pattern(called: set[str], methods: set[str]) -> "re.Pattern[str]":
+    """``name(`` / ``name.`` for ``called``, ``.name`` for ``methods`` (never matches if both are empty)."""
+    parts = [r"\b(?:%s)\s*[.(]" % "|".join(sorted(map(re.escape, called)))] if called else []
+    if methods:
+        parts.append(r"\.(?:%s)\b" % "|".join(sorted(map(re.escape, methods))))
+    return re.compile("|".join(parts) or r"(?!)")
 
 
 def _body(item: tuple) -> str:

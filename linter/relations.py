@@ -25,6 +25,7 @@ import re
 from typing import Iterable, Optional
 
 from .ast_names import field_calls, last_name
+from .tree_nodes import tree_nodes
 
 Relations = dict[str, frozenset[str]]
 
@@ -89,7 +90,7 @@ def relations(sources: Iterable[tuple[str, ast.AST]]) -> Relations:
     for text, tree in sources:
         if not _HINT.search(text):
             continue
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for cls in tree_nodes(tree).classes:
             _class_relations(cls, found)
     return {model: frozenset(names) for model, names in found.items()}
 

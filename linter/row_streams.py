@@ -126,7 +126,7 @@ def property_row(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[t
         return None
     cls = fa.qualname.split(".", 1)[0]
     key = (cls, expr.attr.value)
-    item = fa.mod.method_candidates.get(key) or fa.mod.handing_methods.get(key)
+    item = fa.mod.loader_method(*key)
     if item is None or not any(_decorator_name(d) in _PROPERTIES for d in item[0].decorator_list):
         return None
     return fa.mod.returned_by_method(cls, expr.attr.value)

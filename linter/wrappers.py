@@ -33,6 +33,7 @@ from typing import Iterable, Sequence
 from .config import LOCKS, TRANSACTIONS, Config, name_matches
 from .constraints import class_bases, inherit_keys, manager_attributes, unique_keys
 from .relations import finish as finish_relations, merge as merge_relations, relations
+from .tree_nodes import TreeNodes, tree_nodes
 
 _CONTEXT_MANAGER_DECORATORS = {"contextmanager", "asynccontextmanager"}
 #: cheap text test before any walk: a wrapper must name a transaction or a lock
@@ -103,12 +104,19 @@ def _is_wrapper(func: ast.FunctionDef | ast.AsyncFunctionDef, names: frozenset[s
     return any(_calls_param(w, params) for c in nested for w in _opening_withs(c, names))
 
 
+def _may_open(nodes: TreeNodes, names: frozenset[str]) -> bool:
+    """Whether the module has a ``with`` item or a returned call naming one of ``names``:
+    every kind of wrapper needs one, and most modules have neither."""
+    return any(name_matches(_dotted(item.context_expr), names) for w in nodes.withs for item in w.items) or \
+        any(r.value is not None and any(isinstance(c, ast.Call) and name_matches(_dotted(c), names)
+                                        for c in ast.walk(r.value)) for r in nodes.returns)
+
+
 def _wrappers(tree: ast.AST, names: frozenset[str]) -> set[str]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_wrapper(node, names):
-            found.add(node.name)
-    return found
+    nodes = tree_nodes(tree)
+    if not _may_open(nodes, names):
+        return set()
+    return {node.name for node in nodes.functions if _is_wrapper(node, names)}
 
 
 def _preset(table: dict[str, set[str]], extra: set[str]) -> frozenset[str]:

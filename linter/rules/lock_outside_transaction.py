@@ -2,7 +2,7 @@
 holds the row lock (Django's autocommit releases it with the statement).
 
 The walk (``dataflow.py``) reports the locking read and defers the finding to the
-function's callers (``module_analysis.resolve_calls``): a function every caller of which
+function's callers (``call_joins.CallJoins``): a function every caller of which
 runs it inside a transaction is fine.  What is left is settled here:
 
 * the function uses the lock itself (it writes after the locking read, or calls a method of

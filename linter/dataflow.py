@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Optional
 import libcst as cst
 
 from .config import IMPORT_ROOTS, NOT_LOCKS, Vocab, name_matches
-from .model import Check, Confidence, Entity, Finding, Scope
+from .events import Checked, Event, Mutated, ProtectionEntered, ProtectionLeft
+from .model import Check, Confidence, Entity, Finding, Mutation, Scope
 from .sessions import cst_local_names, is_session_type, shape_of_cst
 from .syntax import MANAGERS, code_of, dotted, is_model_name
 from .module_facts import GetInfo, MANAGER_BASES
@@ -23,6 +24,7 @@ from . import presence
 from .rules import lazy_lock
 from .rules.claim import Selection, matters
 from .rules.claim import message as claim_message
+from .rules.subscriptions import SUBSCRIPTIONS
 
 from .flow_statements import StatementWalk
 from .flow_reads import ReadFacts
@@ -125,6 +127,33 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         self.helper_checks = presence.State()
         #: the rows it yields or returns unevaluated, for its callers' loops (row_streams.py)
         self.yielded: Optional[Returned] = None
+        #: what happened, in statement order (events.py)
+        self.events: list[Event] = []
+
+    # -- events (events.py): recorded, and handed to the rules subscribed to their kind
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+        for handler in SUBSCRIPTIONS.get(event.kind, ()):
+            handler(self, event)
+
+    def enter(self, scope: Scope) -> None:
+        """A transaction or lock taken: held by the statements that follow until ``leave``."""
+        self.stack.append(scope)
+        self.emit(ProtectionEntered(scope.line, tuple(self.stack), scope))
+
+    def leave(self, scope: Scope, line: int) -> None:
+        self.stack.remove(scope)
+        self.emit(ProtectionLeft(line, tuple(self.stack), scope))
+
+    def mutate(self, ent: Entity, mutation: Mutation) -> None:
+        """A field of a row changed in Python, kept until the row is written."""
+        ent.pending.append(mutation)
+        self.emit(Mutated(mutation.line, tuple(self.stack), ent, mutation))
+
+    def add_check(self, check: Check) -> None:
+        """A check an act may depend on (rules/check_then_act.py)."""
+        self.checks.append(check)
+        self.emit(Checked(check.line, tuple(self.stack), check))
 
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
@@ -155,15 +184,14 @@ class FunctionAnalyzer(StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFa
         for dec in node.decorators:
             scope = self.scope_for(dec.decorator, self.line(dec), decorator=True)
             if scope is not None:
-                self.stack.append(scope)
+                self.enter(scope)
         if self.name in self.mod.info.txn_targets:
             retrying = self.mod.info.txn_targets[self.name]
             ndb = "ndb" in self.mod.info.frameworks
             serializable = self.vocab.ndb_serializable if ndb else not self.vocab.weak_isolation
             label = self.mod.info.txn_runners.get(self.name, "a transaction runner")
-            self.stack.append(Scope("txn", label, line, retrying=retrying,
-                                    serializable=serializable, decorator=True,
-                                    framework="ndb" if ndb else None))
+            self.enter(Scope("txn", label, line, retrying=retrying, serializable=serializable,
+                             decorator=True, framework="ndb" if ndb else None))
         if self.mod.session_types is not None:
             # this function's own names are not the module's (nor an enclosing function's)
             self.types.update(dict.fromkeys(cst_local_names(node), ""))

@@ -71,8 +71,8 @@ class AssignFacts:
                 if isinstance(base, cst.Attribute) and isinstance(base.value, cst.Name) and \
                         base.value.value in self.entities:
                     # ``x.settings[k] = v`` changes the column's old value in place
-                    self.entities[base.value.value].pending.append(
-                        Mutation(line, base.attr.value, "derived", own=True))
+                    self.mutate(self.entities[base.value.value],
+                                Mutation(line, base.attr.value, "derived", own=True))
 
     def assigned_read(self, targets, value: cst.BaseExpression, line: int) -> bool:
         """The value is a row: kept on the request, read by an ORM get, or returned by a
@@ -223,8 +223,8 @@ class AssignFacts:
         own = attr in reads
         if own and kind == "blind":
             kind = "derived"
-        ent.pending.append(Mutation(line, attr, kind, own=own, constant=is_constant(value),
-                                    reads=frozenset(reads)))
+        self.mutate(ent, Mutation(line, attr, kind, own=own, constant=is_constant(value),
+                                  reads=frozenset(reads)))
 
     def identity_value(self, value: cst.CSTNode, ent: Entity) -> bool:
         """``f"deleted-{user.pk}"``: made from the row's primary key alone (and from
@@ -272,11 +272,11 @@ class AssignFacts:
                     and not non_numeric(node.value) else "derived"
                 if self.atomic_expr(node.value):
                     kind = "atomic"
-                ent.pending.append(Mutation(line, tgt.attr.value, kind, own=True))
+                self.mutate(ent, Mutation(line, tgt.attr.value, kind, own=True))
         elif isinstance(tgt, cst.Subscript) and isinstance(tgt.value, cst.Attribute) and \
                 isinstance(tgt.value.value, cst.Name) and tgt.value.value.value in self.entities:
-            self.entities[tgt.value.value.value].pending.append(
-                Mutation(line, tgt.value.attr.value, "derived", own=True))
+            self.mutate(self.entities[tgt.value.value.value],
+                        Mutation(line, tgt.value.attr.value, "derived", own=True))
 
     def note_selection(self, targets, value: cst.BaseExpression, line: int) -> None:
         """Keep (or forget) what each assigned name holds of a selection by state."""

@@ -18,7 +18,8 @@ from .syntax import (
     is_model_name, kwarg, label, names_in, terminal)
 from .module_facts import GetInfo
 from .provenance import relation_change
-from .rules import consume, side_effect
+from .events import SideEffect
+from .rules import consume
 from .rules.claim import claimed_by_update, update_message
 from .selection import condition_names, set_columns, state_columns
 from .rules import lock_outside_transaction as txn108
@@ -101,9 +102,7 @@ class CallFacts:
         if not name_matches(parts.name, self.vocab.side_effects) or self.is_write_name(parts.term) or \
                 self.transactional_task(call):
             return
-        txn = self.in_txn()
-        if side_effect.fires(txn, self.mod.cfg.side_effects_in_any_transaction):
-            self.report(call, side_effect.CODE, side_effect.message(parts.name, self.line(call), txn))
+        self.emit(SideEffect(self.line(call), tuple(self.stack), parts.name, call))
 
     def reread(self, call: cst.Call, parts: "CallParts") -> bool:
         """``x.refresh_from_db()`` / ``session.refresh(x)``: the entity is read again."""
@@ -249,7 +248,7 @@ class CallFacts:
                 aname = attr.value.strip("'\"") if isinstance(attr, cst.SimpleString) else "?"
                 kind = "derived" if len(call.args) > 2 and \
                     self.entities[tgt.value] in self.sources(call.args[2].value) else "blind"
-                self.entities[tgt.value].pending.append(Mutation(self.line(call), aname, kind))
+                self.mutate(self.entities[tgt.value], Mutation(self.line(call), aname, kind))
             return True
         if term in MUTATING_METHODS and isinstance(recv, cst.Attribute) and \
                 isinstance(recv.value, cst.Name) and recv.value.value in self.entities:
@@ -257,8 +256,7 @@ class CallFacts:
             if relation_change(self.mod.cfg.relations, ent.model, recv.attr.value, call,
                                self.new_objects):
                 return True     # rows of another table (a link, a child), not a column
-            ent.pending.append(
-                Mutation(self.line(call), recv.attr.value, "derived", own=True))
+            self.mutate(ent, Mutation(self.line(call), recv.attr.value, "derived", own=True))
             return True
         return False
 

@@ -16,8 +16,8 @@ from .syntax import (
     terminal)
 from . import presence
 from .module_facts import UNPROTECTED_POLICIES
-from .rules.check_then_act import Act, ActKind, conflict_settles, depends_on, unique_key_settles
-from .rules.check_then_act import confidence as check_then_act_confidence
+from .events import Acted
+from .rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
 from .rules.check_then_act import message as check_then_act_message
 from .rules.check_then_act import stored_aggregate_message
 
@@ -114,7 +114,7 @@ class CheckFacts:
         check = Check(line, CheckKind.AGGREGATE, f"`{names[0]}` computed from {what}", tuple(self.stack),
                       self.protected_now(), models_in(value))
         check.names.update(names)
-        self.checks.append(check)
+        self.add_check(check)
 
     def test(self, test: cst.BaseExpression, node: cst.CSTNode) -> None:
         self.calls_in(test)
@@ -145,7 +145,7 @@ class CheckFacts:
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)),
                                               *(self.queryset_keys.get(n, ()) for n in names_in(test)))
             check.lookup = self.lookup_of(test)
-            self.checks.append(check)
+            self.add_check(check)
 
     def found_in_body(self, test: cst.BaseExpression) -> bool:
         """Whether the ``if`` body is the branch where the checked row exists: ``if
@@ -233,33 +233,9 @@ class CheckFacts:
         if kind == "create" and not self.integrity_depth:
             self.creates.append((self.line(node), model))     # for callers' checks
         self.write_lines.append(self.line(node))
-        if not self.checks:
-            return
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
                   insert_keys(node) if kind == ActKind.CREATE else None, entity)
-        pending = []
-        for c in self.checks:
-            depends = depends_on(c, act, UNPROTECTED_POLICIES)
-            if depends is None:
-                c.used = True
-            elif depends:
-                pending.append(c)
-        if not pending:
-            return
-        check = pending[-1]
-        for c in pending:
-            c.used = True
-        unique = unique_key_settles(check, act, self.mod.cfg.unique_keys)
-        if unique and check.kind is not CheckKind.UPDATED:
-            presence.note_settled(self, check, act, node)    # the get-or-create contract
-        if conflict_settles(check, unique, self.integrity_depth > 0, self.reapplying_depth > 0):
-            return
-        if act.line in self.reported_write_lines:
-            return
-        if check.locked and {id(s) for s in check.stack} <= self.stack_ids():
-            return
-        self.report(node, "TXN105", check_then_act_message(check, act, self.framework_hint()),
-                    confidence=check_then_act_confidence(check, act, set(self.param_order)))
+        self.emit(Acted(act.line, tuple(self.stack), act, node))
 
     def callee_insert(self, site: "CallSite", callee: "FunctionAnalyzer") -> None:
         """TXN105 at a call whose callee inserts (``self._create_token(...)`` after ``if not

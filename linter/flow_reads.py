@@ -19,8 +19,7 @@ from .syntax import (
 from . import conditions, sqla_queries
 from .module_facts import GetInfo
 from .selection import state_columns
-from .rules import lock_outside_transaction as txn108
-from .rules import locked_get_or_create
+from .events import LockedRead, RowRead
 
 
 @dataclasses.dataclass
@@ -108,6 +107,7 @@ class ReadFacts:
         if ent.for_update:
             self.row_locks.append((line, self.in_txn()))
         self.entities[name] = ent
+        self.emit(RowRead(line, tuple(self.stack), ent))
         self.taint.pop(name, None)
         self.params.pop(name, None)
         self.new_objects.pop(name, None)
@@ -242,16 +242,9 @@ class ReadFacts:
     def record_get(self, call: cst.Call, info: GetInfo) -> None:
         line = self.line(call)
         if info.for_update:
-            txn = self.in_txn()
-            if txn is None and info.framework == "django" and not info.locked:
-                self.report(call, "TXN108", deferrable=True, message=txn108.message(line))
-            self.row_locks.append((line, txn))
+            self.emit(LockedRead(line, tuple(self.stack), info, call))
+            self.row_locks.append((line, self.in_txn()))
             self.lock_models[line] = info.model
-            looked_up = locked_get_or_create.lookup(call)
-            if info.framework == "django" and looked_up is not None and \
-                    not locked_get_or_create.settled(info.model, looked_up, self.mod.cfg.unique_keys):
-                self.report(call, locked_get_or_create.CODE, locked_get_or_create.message(
-                    info.model, terminal(call), line, looked_up))
         elif info.locked:
             self.row_locks.append((line, None))
 
@@ -263,6 +256,7 @@ class ReadFacts:
                      session=getattr(info, "session", None), policy=self.mod.policy_of(info.model),
                      lookup=info.lookup, state=info.state)
         self.entities[name] = ent
+        self.emit(RowRead(line, tuple(self.stack), ent))
         self.taint.pop(name, None)
         self.params.pop(name, None)
         self.types[name] = ""
@@ -286,6 +280,7 @@ class ReadFacts:
                      framework=base.framework, locked_read=base.locked_read, via=base.via,
                      state=conditions.joined(base, path))
         self.entities[path] = ent
+        self.emit(RowRead(ent.read_line, tuple(self.stack), ent))
         return ent
 
     def sqla_rows(self, expr: cst.BaseExpression) -> Optional[GetInfo]:

@@ -20,7 +20,7 @@ from .module_facts import GetInfo
 from .rules.check_then_act import normalises
 from .rules.check_then_act import close as close_checks
 from .selection import related_model, state_columns
-from .rules import lock_outside_transaction as txn108
+from .events import LockedRead, RowRead
 
 from .flow_types import Returned
 
@@ -57,8 +57,8 @@ class StatementWalk:
                     c.suspended = c.kind.missing_row
             if "in_atomic_block" in code_of(stmt.test) and exits(stmt.body):
                 # ``if not connection.in_atomic_block: raise ...``: the caller's transaction
-                self.stack.append(Scope("txn", "the caller's transaction (checked by "
-                                        "`in_atomic_block`)", self.line(stmt)))
+                self.enter(Scope("txn", "the caller's transaction (checked by `in_atomic_block`)",
+                                 self.line(stmt)))
             self.block(stmt.body)
             for c in made:
                 c.suspended = False
@@ -158,7 +158,7 @@ class StatementWalk:
             if isinstance(expr, cst.Call) and name_matches(dotted(expr.func), {"fetch_under_lock"}):
                 # ``with fetch_under_lock(x) as x:`` takes x's user lock and yields a fresh copy
                 scope = Scope("lock", label(expr), self.line(node))
-                self.stack.append(scope)
+                self.enter(scope)
                 pushed.append(scope)
                 if as_name:
                     arg = expr.args[0].value if expr.args else None
@@ -170,7 +170,7 @@ class StatementWalk:
                 continue
             scope = self.scope_for(expr, self.line(node), as_name=as_name)
             if scope is not None:
-                self.stack.append(scope)
+                self.enter(scope)
                 pushed.append(scope)
                 if as_name and scope.kind == "txn":
                     self.sessions.add(as_name)
@@ -187,7 +187,7 @@ class StatementWalk:
                 self.flush_all(node, verb="flushed when the block commits", line=line,
                                session=scope.session)
                 self.release_row_locks(line)
-            self.stack.remove(scope)
+            self.leave(scope, line)
 
     def loop(self, node: cst.For) -> None:
         it = node.iter
@@ -216,13 +216,13 @@ class StatementWalk:
             # ``rows = session.scalars(...).all()`` then ``for row in rows``: each is a row of that read
             self.entities[node.target.value] = dataclasses.replace(
                 rows, name=node.target.value, source="loop", pending=[], writes=[])
+            self.emit(RowRead(line, tuple(self.stack), self.entities[node.target.value]))
         if info is None and rows is None and isinstance(node.target, cst.Name):
             row_streams.bind_iterated(self, it, node.target.value, line)    # ``for m in helper()``
         if info is not None and isinstance(node.target, cst.Name):
             if info.for_update:
                 fake = GetInfo(info.model, info.getter, None, info.framework, for_update=True)
-                if self.in_txn() is None and info.framework == "django":
-                    self.report(node, "TXN108", deferrable=True, message=txn108.message(line, loop=True))
+                self.emit(LockedRead(line, tuple(self.stack), info, node, in_loop=True))
                 self.row_locks.append((line, self.in_txn()))
                 self.lock_models[line] = info.model
                 info = fake
@@ -272,7 +272,7 @@ class StatementWalk:
                              tuple(self.stack), self.protected_now(maybe_models(get_model)),
                              maybe_models(get_model))
                 miss.lookup = get_lookup
-                self.checks.append(miss)
+                self.add_check(miss)
             self.helper_checks.missing += miss is not None
             self.block(h.body)
             self.helper_checks.missing -= miss is not None

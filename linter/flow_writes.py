@@ -1,7 +1,8 @@
-"""Writes of entities, judged by the read-modify-write rules.
+"""Writes of entities: what changed and what protection the write has, emitted as
+:class:`~.events.Written` for the read-modify-write rules and TXN103 (``rules/subscriptions.py``).
 
 One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
-records facts and hands verdicts to the rules.
+records facts and emits events.
 """
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ from typing import Optional
 
 import libcst as cst
 
-from .model import Confidence, Entity
-from .module_facts import protection_needed
+from .events import Written
+from .model import Entity
 from .rules.claim import claimed
-from .rules import two_copies
-from .rules.read_modify_write import compose, judge
 
 
 class WriteFacts:
-    """Writes of entities, judged by the read-modify-write rules."""
+    """Writes of entities, emitted for the read-modify-write rules."""
 
     # -- writes
     def write(self, ent: Entity, node: cst.CSTNode, kind: str, fields, verb: str,
@@ -48,44 +47,18 @@ class WriteFacts:
         if not relevant:
             return
         ent.had_rmw = True
-        self.check_internal(ent, w_line)
         if ent.source != "param" and ent.getter:
             self.rmw_getters.setdefault(ent.getter, (ent.read_line, w_line))
         stack = tuple(self.stack)
         if ent.source == "param":
-            own = tuple(s for s in stack if not s.decorator and
-                        not (self.outer and s in self.outer.stack))
-            if not own:
-                if ent.name in self.params and self.outer is None:
-                    self.param_writes.setdefault(ent.name, (w_line, relevant, kind))
-                return
-            stack = own
-        result = judge(ent, stack, relevant, self.vocab)
-        if result is None:
-            return
-        code, detail = result
-        msg = compose(code, ent, w_line, verb, relevant, detail, self.vocab)
-        col = 0 if line is not None else self.col(node)
-        # an unprotected helper is fine when every caller protects it: with a lock, for a
-        # model that only a lock protects
-        blind = all(m.kind == "blind" for m in relevant)     # a stale copy, nothing derived
-        # ``save(update_fields=["image"])`` of a value made from *other* columns of the read
-        # (a file name, a cart id): stale only if those columns change meanwhile
-        # (a SQLAlchemy flush writes only the changed columns, as update_fields does)
-        other_columns = kind in ("fields", "flush") and \
-            all(m.kind == "derived" and not m.own for m in relevant)
-        self.reported_write_lines.add(w_line)
-        if not (blind or other_columns):
-            self.sure_write_lines.add(w_line)
-        self.report(w_line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
-                    and ent.source != "param", need=protection_needed(ent.policy),
-                    confidence=Confidence.LOW if blind or other_columns else Confidence.HIGH)
-
-    def check_internal(self, ent: Entity, w_line: int) -> None:
-        """TXN103 in one function: two objects for the same row, both written."""
-        other = two_copies.overwritten_by(ent, set(self.entities.values()), w_line)
-        if other is not None:
-            self.report(w_line, two_copies.CODE, two_copies.message(ent, other, w_line))
+            # only the protection taken here counts; none: the callers' business (a summary)
+            stack = tuple(s for s in stack if not s.decorator and
+                          not (self.outer and s in self.outer.stack))
+            if not stack and ent.name in self.params and self.outer is None:
+                self.param_writes.setdefault(ent.name, (w_line, relevant, kind))
+        self.emit(Written(w_line, stack, ent, tuple(relevant), kind,
+                          frozenset(fields) if fields is not None else None, verb, node,
+                          at_node=line is None))
 
     def flush_all(self, node: cst.CSTNode, verb: str, line: Optional[int] = None,
                   session: Optional[str] = None) -> None:

@@ -162,3 +162,26 @@ class Check:
     #: inside the branch where the row was found (``if q.exists(): ...``): an insert there is
     #: not the one the check guards
     suspended: bool = False
+
+
+class ActKind(str, enum.Enum):
+    """What a write does to the table."""
+
+    CREATE = "create"          # an insert: the act a missing-row check guards
+    SAVE = "save"              # a save of a row read earlier
+    UPDATE = "update"          # a queryset or statement update
+    DELETE = "delete"          # a delete of a row picked by position (pruning to a limit)
+
+
+@dataclasses.dataclass(frozen=True)
+class Act:
+    """A write that may depend on an earlier check."""
+
+    line: int
+    what: str                              # how the source spells it, for the message
+    kind: ActKind
+    model: Optional[str]
+    names: frozenset                       # the names the act's expression reads
+    #: the columns an insert sets (None: not visible)
+    columns: Optional[frozenset]
+    entity: Optional[Entity] = None

@@ -38,7 +38,7 @@ from .syntax import code_of, exits, iter_calls, kids, maybe_models, models_in, n
 
 if TYPE_CHECKING:
     from .dataflow import FunctionAnalyzer
-    from .rules.check_then_act import Act
+    from .model import Act
 
 __all__ = ["Presence", "State", "call_check", "finish", "found_test", "none_on_miss", "note_assigned",
            "note_return", "note_settled"]

@@ -23,41 +23,22 @@ A lookup in an ``if`` that only fills in something else is not the guard of a la
 """
 from __future__ import annotations
 
-import dataclasses
-import enum
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
 from ..constraints import column, covered
-from ..model import Check, CheckKind, Confidence, Entity
+from ..model import Act, ActKind, Check, CheckKind, Confidence
 from ..syntax import CONTEXT_NAMES, assigned_names, walk_nodes
+from .. import presence
+from ..events import Acted
+from ..module_facts import UNPROTECTED_POLICIES
+
+if TYPE_CHECKING:
+    from ..dataflow import FunctionAnalyzer
 
 #: every table's primary key is unique; ``pk`` and ``id`` are one spelling (``column()``)
 PRIMARY_KEY = frozenset({"id"})
-
-
-class ActKind(str, enum.Enum):
-    """What a write does to the table."""
-
-    CREATE = "create"          # an insert: the act a missing-row check guards
-    SAVE = "save"              # a save of a row read earlier
-    UPDATE = "update"          # a queryset or statement update
-    DELETE = "delete"          # a delete of a row picked by position (pruning to a limit)
-
-
-@dataclasses.dataclass(frozen=True)
-class Act:
-    """A write that may depend on an earlier check."""
-
-    line: int
-    what: str                              # how the source spells it, for the message
-    kind: ActKind
-    model: Optional[str]
-    names: frozenset                       # the names the act's expression reads
-    #: the columns an insert sets (None: not visible)
-    columns: Optional[frozenset]
-    entity: Optional[Entity] = None
 
 
 def depends_on(check: Check, act: Act, unprotected_policies: frozenset) -> Optional[bool]:
@@ -198,3 +179,33 @@ def close(checks: list[Check], blocks: list) -> None:
     for check in checks:
         check.closed = True
         check.carried = carried
+
+
+def on_act(fa: "FunctionAnalyzer", event: Acted) -> None:
+    """TXN105 at an act: the latest open check it depends on, unless a unique key, an
+    ``IntegrityError`` handler that applies the change again, a write already reported on
+    the line, or a lock held since the check settles the pair (subscribed to ``ACT``)."""
+    act, node = event.act, event.node
+    pending = []
+    for c in fa.checks:
+        depends = depends_on(c, act, UNPROTECTED_POLICIES)
+        if depends is None:
+            c.used = True
+        elif depends:
+            pending.append(c)
+    if not pending:
+        return
+    check = pending[-1]
+    for c in pending:
+        c.used = True
+    unique = unique_key_settles(check, act, fa.mod.cfg.unique_keys)
+    if unique and check.kind is not CheckKind.UPDATED:
+        presence.note_settled(fa, check, act, node)    # the get-or-create contract
+    if conflict_settles(check, unique, fa.integrity_depth > 0, fa.reapplying_depth > 0):
+        return
+    if act.line in fa.reported_write_lines:
+        return
+    if check.locked and {id(s) for s in check.stack} <= {id(s) for s in event.scopes}:
+        return
+    fa.report(node, "TXN105", message(check, act, fa.framework_hint()),
+              confidence=confidence(check, act, set(fa.param_order)))

@@ -22,8 +22,13 @@ runs it inside a transaction is fine.  What is left is settled here:
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from ..model import Confidence, Finding
+from ..events import LockedRead
+
+if TYPE_CHECKING:
+    from ..dataflow import FunctionAnalyzer
 
 CODE = "TXN108"
 
@@ -67,3 +72,12 @@ def settle(finding: Finding, uses: list[int], called: bool, seen_protected: bool
     if called or not for_caller(finding.line, uses):
         return finding
     return dataclasses.replace(finding, confidence=Confidence.LOW)
+
+
+def on_locked_read(fa: "FunctionAnalyzer", event: LockedRead) -> None:
+    """A Django ``select_for_update()`` evaluated with no transaction held here: reported,
+    and deferred to the callers (``settle``) when the function has some.  A get through a
+    lock of the project's own (``fetch_under_lock``) is not a row lock's only holder."""
+    if event.transaction is None and event.read.framework == "django" and \
+            (event.in_loop or not event.read.locked):
+        fa.report(event.node, CODE, deferrable=True, message=message(event.line, loop=event.in_loop))

@@ -10,12 +10,16 @@ Settled when a unique key (a field's ``unique=True``, ``unique_together``, a
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
 from ..constraints import column
 from ..syntax import terminal
+from ..events import LockedRead
+
+if TYPE_CHECKING:
+    from ..dataflow import FunctionAnalyzer
 
 CODE = "TXN105"
 _MAKERS = frozenset({"get_or_create", "update_or_create"})
@@ -56,3 +60,12 @@ def message(model: str, verb: str, line: int, looked_up: frozenset[str]) -> str:
             f"missing row, so two requests that both miss both insert; declare the unique key "
             f"(UniqueConstraint over the lookup) so the second insert fails and {verb}() reads the "
             f"winner's row")
+
+
+def on_locked_read(fa: "FunctionAnalyzer", event: LockedRead) -> None:
+    """``select_for_update().get_or_create(...)`` whose lookup holds no unique key."""
+    if event.in_loop or event.read.framework != "django":
+        return
+    looked_up = lookup(event.node)
+    if looked_up is not None and not settled(event.read.model, looked_up, fa.mod.cfg.unique_keys):
+        fa.report(event.node, CODE, message(event.read.model, terminal(event.node), event.line, looked_up))

@@ -7,7 +7,7 @@ write and the mutations that make it a read-modify-write, :func:`judge` picks th
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 
 from txnsafety.codes import CODES
@@ -15,6 +15,12 @@ from txnsafety.codes import CODES
 from ..config import Vocab
 from ..model import Entity, Scope
 from ..module_facts import LOCK_POLICIES, TXN_POLICIES, UNPROTECTED_POLICIES
+from ..events import Written
+from ..model import Confidence
+from ..module_facts import protection_needed
+
+if TYPE_CHECKING:
+    from ..dataflow import FunctionAnalyzer
 
 
 def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[tuple]:
@@ -291,3 +297,32 @@ def _counter_fix(fw: str, attr: str) -> str:
         return "do the get and the put in one @ndb.transactional function"
     return (f"update it atomically in the database (F('{attr}') + n / Model.{attr} + n) or hold a "
             f"lock around the read and the write")
+
+
+def on_write(fa: "FunctionAnalyzer", event: Written) -> None:
+    """The verdict on a write of changes that matter (subscribed to ``WRITE``).
+
+    A parameter written with no protection taken here is its callers' business (the walk
+    keeps it as a summary); an unprotected helper is also fine when every caller protects
+    it, so TXN102 and TXN106 are deferred to the callers.  Confidence is ``low`` for a stale
+    copy with nothing derived (all changes blind), and for a partial write (``update_fields``,
+    a SQLAlchemy flush) of values made only from *other* columns of the read."""
+    ent = event.entity
+    if ent.source == "param" and not event.scopes:
+        return
+    relevant = list(event.changes)
+    result = judge(ent, event.scopes, relevant, fa.vocab)
+    if result is None:
+        return
+    code, detail = result
+    msg = compose(code, ent, event.line, event.verb, relevant, detail, fa.vocab)
+    col = fa.col(event.node) if event.at_node else 0
+    blind = all(m.kind == "blind" for m in relevant)
+    other_columns = event.how in ("fields", "flush") and \
+        all(m.kind == "derived" and not m.own for m in relevant)
+    fa.reported_write_lines.add(event.line)
+    if not (blind or other_columns):
+        fa.sure_write_lines.add(event.line)
+    fa.report(event.line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
+              and ent.source != "param", need=protection_needed(ent.policy),
+              confidence=Confidence.LOW if blind or other_columns else Confidence.HIGH)

@@ -13,7 +13,13 @@ task that joins the transaction, ``delay_on_commit()``); the verdict is made her
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..model import Scope
+from ..events import SideEffect
+
+if TYPE_CHECKING:
+    from ..dataflow import FunctionAnalyzer
 
 CODE = "TXN107"
 
@@ -29,3 +35,10 @@ def message(name: str, line: int, txn: Scope) -> str:
     return (f"{CODE} retry side effect: `{name}()` at line {line} runs inside "
             f"`{txn.label}` (line {txn.line}), which {why}; move it after the transaction, "
             f"into transaction.on_commit(), or make it a transactional task")
+
+
+def on_side_effect(fa: "FunctionAnalyzer", event: SideEffect) -> None:
+    """The verdict on a side effect the walk met (subscribed to ``SIDE_EFFECT``)."""
+    txn = event.transaction
+    if fires(txn, fa.mod.cfg.side_effects_in_any_transaction):
+        fa.report(event.node, CODE, message(event.name, event.line, txn))

@@ -14,9 +14,13 @@ one session are one object: never reported.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from ..model import Entity
+from ..events import Written
+
+if TYPE_CHECKING:
+    from ..dataflow import FunctionAnalyzer
 
 CODE = "TXN103"
 
@@ -52,3 +56,10 @@ def helper_message(ent: Entity, write_line: int, helper: str, call_line: int, wh
             f"reads and writes the same `{ent.getter}` row as another object ({where} "
             f"{hr}/{hw}), and one write erases the other; pass `{ent.name}` to the helper "
             f"instead of re-reading")
+
+
+def on_write(fa: "FunctionAnalyzer", event: Written) -> None:
+    """TXN103 in one function: two objects for the same row, both written."""
+    other = overwritten_by(event.entity, set(fa.entities.values()), event.line)
+    if other is not None:
+        fa.report(event.line, CODE, message(event.entity, other, event.line))

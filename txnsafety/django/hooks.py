@@ -34,7 +34,7 @@ from django.db.models import Model
 from django.db.models.query import QuerySet
 
 from .. import versioned_writes
-from ..checker import guarded, model_name, record_read, write, write_policy
+from ..checker import entry_of, guarded, model_name, record_read, write, write_policy
 from ..codes import Code
 from ..config import settings
 from ..context import current_scope, current_state
@@ -130,7 +130,7 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
         if created and scope.lookups:  # an insert after a check of this request? (TXN105)
             lookups.inserted(scope, instance, cls, using, key, frame if frame is not None else sys._getframe(1))
         if not created:
-            if id(instance) not in scope.stamps:
+            if entry_of(scope, instance) is None:  # taking in the read its statement left on it
                 _earlier_read(scope, instance)
             if not versioned and sent is not None:
                 written = saves.from_read(instance, cls, sent, batch)

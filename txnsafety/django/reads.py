@@ -8,10 +8,11 @@ and ``RawModelIterable`` (``raw()``).  Every instance loaded through the ORM —
 
 Querysets — ``QuerySet._fetch_all``
     Nearly every read is a queryset evaluated whole: the result cache is filled by
-    one ``list()``.  The wrapper stamps the statement once that list is made: one
-    read (tick, transaction, leases, site) shared by all its rows
-    (:func:`txnsafety.checker.stamp_statement`), and on each row the values it
-    was loaded with (:data:`saves.LOADED`), both by C loops over the list.  No
+    one ``list()``.  The wrapper marks the statement's rows once that list is made:
+    each row gets the values it was loaded with and the statement's one read (tick,
+    transaction, leases, site: :class:`saves.LoadRead`) in its :data:`saves.LOADED`
+    mark, by a C loop over the list; the checker takes the read when it asks about
+    a row (:class:`LoadedReads`, a deferred-reads source).  No
     Python code of ours runs per row: a 200-row list costs what one ``get()``
     costs, plus the loops.  (Wrapping ``Model.from_db`` instead, as txnsafety did
     before, cost a Python call and a stamp per row: +18 to +28 % on such a list.)
@@ -49,7 +50,7 @@ from django.db.models import Model
 from django.db.models.query import ModelIterable, QuerySet, RawModelIterable, RelatedPopulator
 
 from .. import check_then_act
-from ..checker import model_name, read_stamp, record_read, restamp, stamp, stamp_statement
+from ..checker import add_deferred_reads, model_name, read_stamp, record_read, remove_deferred_reads, restamp, stamp
 from ..codes import Code
 from ..config import settings
 from ..context import current_scope, current_state
@@ -61,6 +62,7 @@ from . import saves, transactions as txns
 log = logging.getLogger("txnsafety")
 
 _LOADED = saves.LOADED
+_LoadRead = saves.LoadRead
 #: ``QuerySet._txnsafety_batch`` is true while :func:`_fetch_all` fills the result cache:
 #: its rows are stamped when the list is made, not one by one (False on the class).
 _BATCH = "_txnsafety_batch"
@@ -138,12 +140,14 @@ _original_fetch_all = QuerySet._fetch_all
 
 
 def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: list[Any]) -> None:
-    """One statement's rows, read now (not FOR UPDATE): mark their loaded values and stamp
-    them with one shared read, or hand them to the ``refresh_from_db`` in progress.
+    """One statement's rows, read now (not FOR UPDATE): mark each with its loaded values and
+    the statement's read (:class:`saves.LoadRead`, taken by :class:`LoadedReads` when the
+    checker asks), or hand them to the ``refresh_from_db`` in progress.
 
-    Most statements are one ``get()``: written flat for them (the cached getter of the
-    loaded fields, the site test and the one-row stamp inline), since every Python call
-    here costs a one-row read about a tenth of a point.
+    Nothing goes into the request's ``stamps`` here: a dict entry per row cost a 200-row
+    list about 3 points, and most rows are never written.  Written flat for ``get()``
+    (the cached getter of the loaded fields, the site test inline), since every Python
+    call here costs a one-row read about a tenth of a point.
     """
     first = rows[0]
     model = type(first)
@@ -155,22 +159,44 @@ def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: l
     deferred, defer = queryset.query.deferred_loading  # private; pinned by test_private_api.py
     known = _getters.get(model) if defer and not deferred else None  # nothing deferred: the usual query
     names, values_of = known if known is not None else _loaded_fields(model, queryset.query, first)
-    token = scope.token
+    holder = _refreshing.get()
+    if holder is None:  # the statement's read, carried by each row's mark (see saves.LoadRead)
+        # the database the rows came from, as from_db set it (queryset.db would ask the router again)
+        txn = txns.transaction_for(first._state.db)
+        site = user_site(3) if (sites_wanted or settings.read_sites == "always") and wants_site(model) else None
+        token: Any = _LoadRead((scope.token, next(scope._clock), txn, leases, site))
+    else:  # a refresh_from_db's temporaries: their values are merged, their read is the refresh's
+        token = scope.token
     if len(rows) == 1:  # get(), first(), a related descriptor: the common statement
         setattr(first, _LOADED, (token, names, values_of(first)))
-    else:  # for each row: setattr(row, LOADED, (token, names, its values)), all in C
+    else:  # for each row: setattr(row, LOADED, (read, names, its values)), all in C
         _consume(map(setattr, rows, repeat(_LOADED), zip(repeat(token), repeat(names), map(values_of, rows))))
-    holder = _refreshing.get()
     if holder is not None:
         holder.temps.extend(rows)
-        return
-    # the database the rows came from, as from_db set it (queryset.db would ask the router again)
-    txn = txns.transaction_for(first._state.db)
-    site = user_site(3) if (sites_wanted or settings.read_sites == "always") and wants_site(model) else None
-    if len(rows) == 1:  # as stamp_statement makes a one-row statement's stamp
-        scope.stamps[id(first)] = (first, next(scope._clock), txn, leases, site, False, False)
-    else:
-        stamp_statement(scope, rows, txn, leases, False, site)
+
+
+class LoadedReads:
+    """The reads the rows of querysets evaluated whole carry in their ``LOADED`` marks,
+    for the checker (a :class:`txnsafety.checker.DeferredReads` source): taken into the
+    request's stamps when the checker asks about a row (a write, ``read_stamp``)."""
+
+    def take(self, scope: Any, entity: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        mark = getattr(entity, _LOADED, None)  # never entity.__dict__: see _loaded_fields
+        if type(mark) is not tuple or not mark:
+            return None
+        read = mark[0]
+        if type(read) is not _LoadRead or read[0] is not scope.token or (entry is not None and entry[1] >= read[1]):
+            return None
+        return (entity, read[1], read[2], read[3], read[4], False, False)
+
+    def drop(self, scope: Any, entity: Any) -> None:
+        """Forgotten (deleted, or a temporary): the row keeps its loaded values, not the read."""
+        mark = getattr(entity, _LOADED, None)
+        if type(mark) is tuple and mark and type(mark[0]) is _LoadRead and mark[0][0] is scope.token:
+            setattr(entity, _LOADED, (scope.token, *mark[1:]))
+
+
+loaded_reads = LoadedReads()
 
 
 def _loaded_fields(model: type, query: Any, first: Any) -> tuple[tuple[str, ...], Any]:
@@ -387,6 +413,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
 def install() -> None:
     """Put the read hooks in place (called by :func:`txnsafety.django.hooks.install`, under its lock)."""
     setattr(QuerySet, _BATCH, False)
+    add_deferred_reads(loaded_reads)
     for owner, name, hook in _PATCHES:
         key = f"{owner.__name__}.{name}"
         _originals[key] = owner.__dict__[name]
@@ -396,6 +423,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
+    remove_deferred_reads(loaded_reads)
     for owner, name, _ in _PATCHES:
         setattr(owner, name, _originals[f"{owner.__name__}.{name}"])
     if _BATCH in QuerySet.__dict__:

@@ -68,7 +68,7 @@ _CONN_KEY = "_txnsafety_session_state"
 class SessionState:
     """What the checker tracks for one Session (kept in ``session.info``)."""
 
-    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "unfetched", "__weakref__")
+    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "unfetched", "last", "__weakref__")
 
     def __init__(self) -> None:
         #: The root SessionTransaction this state describes, until it ends.
@@ -84,6 +84,8 @@ class SessionState:
         #: Results of this root transaction noted at once, whose rows may not be made yet
         #: (see reads.root_ended).
         self.unfetched: list[Any] = []
+        #: The context of the root's last statement noted at once (see reads._track).
+        self.last: Any = None
 
     def start(self, root: Any) -> None:
         self.root, self.txn, self.autocommit, self.ignores_for_update = root, None, False, False

@@ -202,6 +202,9 @@ loaded_reads = LoadedReads()
 def _loaded_fields(model: type, query: Any, first: Any) -> tuple[tuple[str, ...], Any]:
     """The attnames a statement loaded (its rows all have the same) and a C getter of their values.
 
+    Primary keys are left out: Django never writes one through ``update_fields`` or
+    ``bulk_update()`` (both raise ValueError), the only writes whose loaded values are
+    looked at (:func:`saves.from_read`); each name left out is one ``getattr`` less per row.
     Never ``obj.__dict__`` per row: on CPython 3.11+ an instance keeps its attributes
     inline until ``__dict__`` is asked for, and making the dict costs more than the rest
     of the row's stamp, then slows every later attribute access of the row.
@@ -217,9 +220,11 @@ def _loaded_fields(model: type, query: Any, first: Any) -> tuple[tuple[str, ...]
     key = (model, frozenset(deferred)) if deferred else model
     known = _getters.get(key)
     if known is None:
-        names = tuple(f.attname for f in model._meta.concrete_fields if f.attname not in deferred)
-        # two names at least: attrgetter of one name returns the bare value, not a tuple
-        known = _getters[key] = (names, attrgetter(*names, *names[:1]))
+        names = tuple(f.attname for f in model._meta.concrete_fields
+                      if f.attname not in deferred and not f.primary_key)
+        got = names or (model._meta.pk.attname,)  # (a model of keys alone: its values count for nothing)
+        # attrgetter of one name returns the bare value, not a tuple: that name twice
+        known = _getters[key] = (names, attrgetter(*got, *got) if len(got) == 1 else attrgetter(*got))
     return known
 
 

@@ -19,8 +19,8 @@ Querysets — ``QuerySet._fetch_all``
 
 Everything else — ``ModelIterable.__iter__``, ``RawModelIterable.__iter__``
     ``iterator()`` / ``aiterator()`` (rows streamed, never cached), ``raw()`` and
-    ``select_for_update()`` (each row is tagged FOR UPDATE, and the rows of tables
-    joined by ``select_related`` are locked too) go through a generator that
+    ``select_for_update(of=...)`` or with ``select_related`` (the rows of tables
+    joined in are locked too) go through a generator that
     stamps each row as it is yielded: a rarer path, with a per-row cost.
     ``select_related`` objects are stamped as Django sets them on their row
     (``RelatedPopulator``'s ``local_setter``, wrapped per statement).
@@ -112,14 +112,29 @@ def _mark_loaded(obj: Any, token: Any) -> None:
 # -- querysets evaluated whole: one stamp per statement --------------------------------------
 
 def _fetch_all(self: QuerySet) -> None:
-    """``QuerySet._fetch_all``: fill the result cache, then stamp its rows at once."""
+    """``QuerySet._fetch_all``: fill the result cache, then stamp its rows at once.
+
+    ``select_for_update()`` too (five of the benchmark request's twenty reads), unless it
+    names ``of=`` or joins tables in (``select_related``): those lock rows of several
+    models, stamped row by row (:func:`_model_iter`).
+    """
     original = _original_fetch_all
-    if self._result_cache is not None or not settings.enabled or self._iterable_class is not ModelIterable \
-            or self.query.select_for_update:
-        return original(self)  # cached, off, values()/FOR UPDATE (per row, see _model_iter)
+    if self._result_cache is not None or not settings.enabled or self._iterable_class is not ModelIterable:
+        return original(self)  # cached, off, values()
+    query = self.query
+    for_update = query.select_for_update
+    if for_update and (query.select_for_update_of or query.select_related):
+        return original(self)  # per row, see _model_iter
     scope, _, leases = current_state()
     if scope is None:
         return original(self)
+    if for_update:
+        try:
+            _locking(scope, self)
+        except StompingError:
+            raise
+        except Exception:
+            log.exception("txnsafety: internal error while stamping a Django read")
     self._txnsafety_batch = True  # an attribute, not __dict__[...]: that would make the dict
     try:
         original(self)
@@ -128,7 +143,7 @@ def _fetch_all(self: QuerySet) -> None:
     rows = self._result_cache
     if rows:
         try:
-            _stamp_rows(scope, leases, self, rows)
+            _stamp_rows(scope, leases, self, rows, for_update)
         except StompingError:
             raise
         except Exception:  # the checker must never break a query
@@ -136,11 +151,24 @@ def _fetch_all(self: QuerySet) -> None:
     return None
 
 
+def _locking(scope: Any, queryset: QuerySet) -> None:
+    """Before a ``select_for_update()`` runs: TXN108 when no transaction holds its locks
+    (on PostgreSQL/MySQL/Oracle Django then raises TransactionManagementError itself; on
+    SQLite, which has no FOR UPDATE, and inside TestCase's own atomic block it would go
+    on), else the row lock serializes the checks made after it (TXN105)."""
+    txn = txns.transaction_for(queryset.db)
+    if txn is None:
+        _report_for_update_outside(queryset.model)
+    else:
+        check_then_act.note_row_lock(scope, txn)
+
+
 _original_fetch_all = QuerySet._fetch_all
 
 
-def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: list[Any]) -> None:
-    """One statement's rows, read now (not FOR UPDATE): mark each with its loaded values and
+def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: list[Any],
+                for_update: bool = False) -> None:
+    """One statement's rows, read now (``for_update``: locked by it): mark each with its loaded values and
     the statement's read (:class:`saves.LoadRead`, taken by :class:`LoadedReads` when the
     checker asks), or hand them to the ``refresh_from_db`` in progress.
 
@@ -164,9 +192,11 @@ def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: l
         # the database the rows came from, as from_db set it (queryset.db would ask the router again)
         txn = txns.transaction_for(first._state.db)
         site = user_site(3) if (sites_wanted or settings.read_sites == "always") and wants_site(model) else None
-        token: Any = _LoadRead((scope.token, next(scope._clock), txn, leases, site))
+        token: Any = _LoadRead((scope.token, next(scope._clock), txn, leases, site, for_update))
     else:  # a refresh_from_db's temporaries: their values are merged, their read is the refresh's
         token = scope.token
+        if for_update:
+            holder.for_update = True
     if len(rows) == 1:  # get(), first(), a related descriptor: the common statement
         setattr(first, _LOADED, (token, names, values_of(first)))
     else:  # for each row: setattr(row, LOADED, (read, names, its values)), all in C
@@ -187,7 +217,7 @@ class LoadedReads:
         read = mark[0]
         if type(read) is not _LoadRead or read[0] is not scope.token or (entry is not None and entry[1] >= read[1]):
             return None
-        return (entity, read[1], read[2], read[3], read[4], False, False)
+        return (entity, read[1], read[2], read[3], read[4], read[5], False)
 
     def drop(self, scope: Any, entity: Any) -> None:
         """Forgotten (deleted, or a temporary): the row keeps its loaded values, not the read."""

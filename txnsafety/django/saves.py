@@ -43,8 +43,8 @@ LOADED = "_txnsafety_loaded"
 
 class LoadRead(tuple):
     """The read of one statement, shared by the ``LOADED`` marks of its rows:
-    ``(request token, tick, transaction, leases, site)``, a read stamp without the entity
-    and without FOR UPDATE (such statements are stamped row by row).
+    ``(request token, tick, transaction, leases, site, for_update)``, a read stamp
+    without the entity.
 
     Carried on the rows instead of stamped into the request's ``stamps`` (one dict entry
     per row, made by a C loop but still +3 points on a 200-row list): the checker takes

@@ -63,9 +63,6 @@ log = logging.getLogger("txnsafety")
 
 _LOADED = saves.LOADED
 _LoadRead = saves.LoadRead
-#: ``QuerySet._txnsafety_batch`` is true while :func:`_fetch_all` fills the result cache:
-#: its rows are stamped when the list is made, not one by one (False on the class).
-_BATCH = "_txnsafety_batch"
 #: Runs an iterator to its end in C (the per-row loops below call only builtins).
 _consume = deque(maxlen=0).extend
 
@@ -135,12 +132,10 @@ def _fetch_all(self: QuerySet) -> None:
             raise
         except Exception:
             log.exception("txnsafety: internal error while stamping a Django read")
-    self._txnsafety_batch = True  # an attribute, not __dict__[...]: that would make the dict
-    try:
-        original(self)
-    finally:
-        del self._txnsafety_batch  # the class's False again (and nothing extra to pickle)
-    rows = self._result_cache
+    # Django's own _fetch_all, with the original ModelIterable.__iter__ (pinned by
+    # test_private_api.py): no pass through _model_iter, no flag on the queryset telling it
+    # that the list is stamped here.
+    self._result_cache = rows = list(_original_model_iter(ModelIterable(self)))
     if rows:
         try:
             _stamp_rows(scope, leases, self, rows, for_update)
@@ -148,6 +143,8 @@ def _fetch_all(self: QuerySet) -> None:
             raise
         except Exception:  # the checker must never break a query
             log.exception("txnsafety: internal error while stamping a Django read")
+    if self._prefetch_related_lookups and not self._prefetch_done:
+        self._prefetch_related_objects()
     return None
 
 
@@ -268,8 +265,6 @@ def _model_iter(self: ModelIterable) -> Iterator[Any]:
     if not settings.enabled:
         return rows
     queryset = self.queryset
-    if queryset._txnsafety_batch:
-        return rows  # _fetch_all stamps the list
     scope, _, leases = current_state()
     if scope is None:
         return rows
@@ -447,7 +442,6 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
 
 def install() -> None:
     """Put the read hooks in place (called by :func:`txnsafety.django.hooks.install`, under its lock)."""
-    setattr(QuerySet, _BATCH, False)
     add_deferred_reads(loaded_reads)
     for owner, name, hook in _PATCHES:
         key = f"{owner.__name__}.{name}"
@@ -461,5 +455,4 @@ def uninstall() -> None:
     remove_deferred_reads(loaded_reads)
     for owner, name, _ in _PATCHES:
         setattr(owner, name, _originals[f"{owner.__name__}.{name}"])
-    if _BATCH in QuerySet.__dict__:
-        delattr(QuerySet, _BATCH)
+

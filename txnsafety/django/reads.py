@@ -455,4 +455,3 @@ def uninstall() -> None:
     remove_deferred_reads(loaded_reads)
     for owner, name, _ in _PATCHES:
         setattr(owner, name, _originals[f"{owner.__name__}.{name}"])
-

@@ -101,8 +101,11 @@ def _instances(cursor: Any, context: Any) -> Any:
             except Exception:
                 log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
                 return result
-            if txn is not None:
-                _track(session_state, context)
+            if txn is not None:  # _track, inline
+                last = session_state.last
+                session_state.last = context
+                if last is not None and not hasattr(last, "partials"):
+                    _keep(session_state, last)
             return result
         return _noted(result, session_state, context, None)
     refreshed = None
@@ -142,10 +145,15 @@ def _track(session_state: Any, context: Any) -> None:
     last = session_state.last
     session_state.last = context
     if last is not None and not hasattr(last, "partials"):
-        unfetched = session_state.unfetched
-        unfetched.append(last)
-        if len(unfetched) > 64:  # a long transaction: keep only the statements not read yet
-            unfetched[:] = [c for c in unfetched if not hasattr(c, "partials")]
+        _keep(session_state, last)
+
+
+def _keep(session_state: Any, context: Any) -> None:
+    """``context``'s rows were not made before the next statement: keep it until the root ends."""
+    unfetched = session_state.unfetched
+    unfetched.append(context)
+    if len(unfetched) > 64:  # a long transaction: keep only the statements not read yet
+        unfetched[:] = [c for c in unfetched if not hasattr(c, "partials")]
 
 
 def _defer_note(result: Any, session_state: Any, context: Any, refreshed: Any) -> None:

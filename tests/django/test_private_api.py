@@ -29,7 +29,13 @@ def test_querysets_fill_their_result_cache_in_fetch_all_through_modeliterable(sq
     # reads.py wraps QuerySet._fetch_all (private) to stamp a statement's rows at once, and
     # ModelIterable.__iter__ (private) to stamp rows that do not go through it (iterator()).
     source = inspect.getsource(reads._originals["QuerySet._fetch_all"])
-    assert "self._result_cache = list(self._iterable_class(self))" in source, _moved("QuerySet._fetch_all", READS)
+    # reads._fetch_all does what Django's does, with the original ModelIterable.__iter__: its
+    # whole body, line for line
+    body = [line.strip() for line in source.splitlines()[1:] if line.strip()]
+    assert body == ["if self._result_cache is None:", "self._result_cache = list(self._iterable_class(self))",
+                    "if self._prefetch_related_lookups and not self._prefetch_done:",
+                    "self._prefetch_related_objects()"], _moved("QuerySet._fetch_all", READS)
+    assert "prefetch_related_objects(self._result_cache, " in inspect.getsource(QuerySet._prefetch_related_objects)
     assert Account.objects.all()._iterable_class is ModelIterable, _moved("QuerySet's ModelIterable", READS)
     assert ModelIterable.__iter__ is reads._model_iter, "the ModelIterable hook is not installed"
     assert QuerySet._fetch_all is reads._fetch_all, "the _fetch_all hook is not installed"

@@ -72,12 +72,31 @@ def test_two_lists_loading_one_row_and_both_written_is_txn103(sqlite_db, txnsafe
     assert txnsafety_violations.codes() == ["TXN103"]
 
 
-def test_the_rows_of_a_list_stay_alive_while_their_reads_are_kept(sqlite_db):
-    # a read is keyed by id(): the object must outlive the read, or a new object could take its id
-    refs = [weakref.ref(row) for row in Account.objects.all()]     # the list is dropped at once
+def test_a_list_row_carries_its_read_and_an_object_in_its_place_has_none(sqlite_db):
+    # the read travels on the row (its LOADED mark), not in an id-keyed table: the request
+    # keeps no row alive, and a new object that takes a dropped row's id has no read
+    rows = list(Account.objects.all())
+    refs = [weakref.ref(row) for row in rows]
+    assert all(type(row.__dict__[saves.LOADED][0]) is saves.LoadRead for row in rows)
+    del rows
     gc.collect()
-    assert len(refs) == 3 and all(ref() is not None for ref in refs)
-    assert all(txnsafety.read_stamp(ref()).entity is ref() for ref in refs)
+    assert len(refs) == 3 and all(ref() is None for ref in refs)
+    fresh = [Account(pk=n, owner="x", balance=0) for n in range(200)]  # some take the dropped rows' ids
+    assert all(txnsafety.read_stamp(obj) is None for obj in fresh)
+
+
+def test_a_list_rows_read_is_this_requests_only(sqlite_db):
+    import pickle
+    rows = list(Account.objects.order_by("pk"))
+    assert txnsafety.read_stamp(rows[0]) is not None
+    copy = pickle.loads(pickle.dumps(rows[1]))                     # no transaction or lease in the pickle
+    mark = copy.__dict__[saves.LOADED]
+    assert type(mark[0]) is not saves.LoadRead and mark[0] is not _scope().token
+    assert txnsafety.read_stamp(copy) is None
+    assert saves.loaded_values(copy)["balance"] == 100
+    txnsafety.forget(rows[2])                                      # forgotten: no read, still loaded here
+    assert txnsafety.read_stamp(rows[2]) is None
+    assert saves.loaded_token(rows[2]) is _scope().token
 
 
 def test_deferred_fields_are_not_loaded_to_be_remembered(sqlite_db):
@@ -87,9 +106,19 @@ def test_deferred_fields_are_not_loaded_to_be_remembered(sqlite_db):
         rows = list(Account.objects.only("balance").order_by("pk"))
         deferred = list(Account.objects.defer("note", "owner").order_by("pk"))
     assert len(queries) == 2                                       # no deferred field loaded to copy it
-    assert saves.loaded_values(rows[0]) == {"id": 1, "balance": 100}
-    assert saves.loaded_values(deferred[2]) == {"id": 3, "balance": 100}
+    assert saves.loaded_values(rows[0]) == {"balance": 100}        # keys are never kept: see below
+    assert saves.loaded_values(deferred[2]) == {"balance": 100}
     assert all(txnsafety.read_stamp(row) is not None for row in rows + deferred)
+
+
+def test_a_primary_key_is_never_written_from_the_read_so_its_loaded_value_is_not_kept(sqlite_db):
+    # why reads._loaded_fields leaves keys out: the writes that look at loaded values refuse them
+    row = Account.objects.get(pk=1)
+    assert "id" not in saves.loaded_values(row) and saves.loaded_values(row)["owner"] == "owner1"
+    with pytest.raises(ValueError):
+        row.save(update_fields=["id"])
+    with pytest.raises(ValueError):
+        Account.objects.bulk_update([row], ["id"])
 
 
 def test_iterator_rows_are_stamped_one_by_one(sqlite_db, txnsafety_violations):
@@ -144,9 +173,8 @@ def test_values_and_unchecked_models_add_no_stamps(sqlite_db):
 def test_a_refresh_through_a_list_query_keeps_its_temporary_out(sqlite_db, txnsafety_violations):
     account = Account.objects.get(pk=1)
     with transaction.atomic():
-        before = len(_scope().stamps)
         account.refresh_from_db(from_queryset=Account.objects.filter(balance__gte=0))
-        assert len(_scope().stamps) == before                      # the temporary left no stamp
+        assert [entry[0] for entry in _scope().stamps.values()] == [account]  # the temporary left no stamp
         account.balance += 1
         account.save()
     assert txnsafety_violations.codes() == []

@@ -172,3 +172,21 @@ def web_app(request: pytest.FixtureRequest, db_url: str) -> Served:
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
+
+
+@pytest.fixture(params=["always", "adaptive"])
+def read_sites(request: Any) -> Iterator[str]:
+    """Run a test with every read located (the pytest plugin's setting) and as production runs,
+    where no read is located until its model had a violation: the integration notes the
+    common statement on a path of its own then (txnsafety/sqlalchemy/reads.py ``_instances``)."""
+    import txnsafety
+    from txnsafety.sites import sites_wanted
+    before, wanted = txnsafety.settings.read_sites, set(sites_wanted)
+    if request.param == "adaptive":
+        sites_wanted.clear()                              # what earlier tests' violations asked for
+    txnsafety.configure(read_sites=request.param)
+    try:
+        yield request.param
+    finally:
+        txnsafety.configure(read_sites=before)
+        sites_wanted.update(wanted)

@@ -100,3 +100,19 @@ def test_for_update_of_the_joined_table_leaves_the_main_rows_unlocked(stack, txn
         session.commit()
     assert txnsafety_violations.codes() == ["TXN109"]
     assert txnsafety_violations[0].model.endswith("Entry")
+
+
+# -- the write's read, taken on the common path (no read site wanted) --------------------------------
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_a_row_read_for_update_is_safe_to_write(stack, locked, read_sites, txnsafety_violations):
+    """events._judge_update takes the statement's read inline when no read site is wanted (no
+    violation of the model yet, as in production): FOR UPDATE must come with it."""
+    if not is_pg(stack.url):
+        pytest.skip("SQLite renders no FOR UPDATE (its own scenario is test_for_update_reads)")
+    with stack.Weak() as session:                        # READ COMMITTED: only the row lock protects
+        query = select(Account).where(Account.id == 1)
+        account = session.scalars(query.with_for_update() if locked else query).one()
+        account.balance += 1
+        session.commit()
+    assert txnsafety_violations.codes() == ([] if locked else ["TXN109"])

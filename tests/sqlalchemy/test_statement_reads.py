@@ -71,7 +71,7 @@ def test_an_object_kept_after_its_session_closed_is_an_earlier_read(stack, txnsa
     assert txnsafety_violations.codes() == ["TXN101"]        # read outside this request's transaction
 
 
-def test_results_made_into_objects_after_the_commit_were_read_outside_it_the_others_inside(stack):
+def test_results_made_into_objects_after_the_commit_were_read_outside_it_the_others_inside(stack, read_sites):
     """Statements are noted when they run; the root's end finds those whose rows were not
     made into objects yet (more than the 64 kept before pruning) and notes them outside."""
     with stack.Main() as session:

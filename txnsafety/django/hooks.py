@@ -34,11 +34,11 @@ from django.db.models import Model
 from django.db.models.query import QuerySet
 
 from .. import versioned_writes
-from ..checker import guarded, model_name, record_read, write, write_policy
+from ..checker import entry_of, guarded, model_name, record_read, write, write_policy
 from ..codes import Code
 from ..config import settings
 from ..context import current_scope, current_state
-from ..policies import Policy
+from ..policies import Policy, cached_policy
 from ..report import StompingError, Violation, report
 from ..sites import user_trace
 from . import lookups, reads, saves, transactions as txns
@@ -48,6 +48,7 @@ log = logging.getLogger("txnsafety")
 
 _installed = False
 _install_lock = threading.Lock()
+_MISSING: Any = object()
 _originals: dict[str, Any] = {}
 
 
@@ -117,20 +118,23 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
         return
     try:
         cls = type(instance)
-        policy = write_policy(cls)
+        policy = cached_policy(cls, _MISSING)  # write_policy's, inline (every save)
+        if policy is _MISSING or (policy is None and settings.strict):
+            policy = write_policy(cls)
         if policy is None:
             return
-        using = using or instance._state.db or DEFAULT_DB_ALIAS
+        state = instance._state
+        using = using or state.db or DEFAULT_DB_ALIAS
         if created is None:
-            created = bool(instance._state.adding)
+            created = bool(state.adding)
         txn = txns.transaction_for(using)
-        key = row_key(instance.pk, using)
-        sent = _field_names(cls, fields)
+        key = instance.pk if using == DEFAULT_DB_ALIAS else row_key(instance.pk, using)
+        sent = None if fields is None else _field_names(cls, fields)
         written = sent
         if created and scope.lookups:  # an insert after a check of this request? (TXN105)
             lookups.inserted(scope, instance, cls, using, key, frame if frame is not None else sys._getframe(1))
         if not created:
-            if id(instance) not in scope.stamps:
+            if entry_of(scope, instance) is None:  # taking in the read its statement left on it
                 _earlier_read(scope, instance)
             if not versioned and sent is not None:
                 written = saves.from_read(instance, cls, sent, batch)
@@ -139,7 +143,7 @@ def judge_write(instance: Any, using: str | None, fields: Iterable[Any] | None, 
             _check_unversioned_write(instance, policy, key, txn)
         # record_write's last step, without its look-ups again (scope, policy, transaction)
         write(scope, instance, model=cls, policy=policy, key=key, written=written if written else sent,
-              transaction=txn, created=created, versioned=versioned, history_model=history_model(cls),
+              transaction=txn, created=created, versioned=versioned, history_model=cls._meta.concrete_model or cls,
               frame=frame if frame is not None else sys._getframe(1), locate=saves.locate, sent=sent)
     except StompingError:
         raise

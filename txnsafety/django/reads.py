@@ -8,18 +8,19 @@ and ``RawModelIterable`` (``raw()``).  Every instance loaded through the ORM —
 
 Querysets — ``QuerySet._fetch_all``
     Nearly every read is a queryset evaluated whole: the result cache is filled by
-    one ``list()``.  The wrapper stamps the statement once that list is made: one
-    read (tick, transaction, leases, site) shared by all its rows
-    (:func:`txnsafety.checker.stamp_statement`), and on each row the values it
-    was loaded with (:data:`saves.LOADED`), both by C loops over the list.  No
+    one ``list()``.  The wrapper marks the statement's rows once that list is made:
+    each row gets the values it was loaded with and the statement's one read (tick,
+    transaction, leases, site: :class:`saves.LoadRead`) in its :data:`saves.LOADED`
+    mark, by a C loop over the list; the checker takes the read when it asks about
+    a row (:class:`LoadedReads`, a deferred-reads source).  No
     Python code of ours runs per row: a 200-row list costs what one ``get()``
     costs, plus the loops.  (Wrapping ``Model.from_db`` instead, as txnsafety did
     before, cost a Python call and a stamp per row: +18 to +28 % on such a list.)
 
 Everything else — ``ModelIterable.__iter__``, ``RawModelIterable.__iter__``
     ``iterator()`` / ``aiterator()`` (rows streamed, never cached), ``raw()`` and
-    ``select_for_update()`` (each row is tagged FOR UPDATE, and the rows of tables
-    joined by ``select_related`` are locked too) go through a generator that
+    ``select_for_update(of=...)`` or with ``select_related`` (the rows of tables
+    joined in are locked too) go through a generator that
     stamps each row as it is yielded: a rarer path, with a per-row cost.
     ``select_related`` objects are stamped as Django sets them on their row
     (``RelatedPopulator``'s ``local_setter``, wrapped per statement).
@@ -49,7 +50,7 @@ from django.db.models import Model
 from django.db.models.query import ModelIterable, QuerySet, RawModelIterable, RelatedPopulator
 
 from .. import check_then_act
-from ..checker import model_name, read_stamp, record_read, restamp, stamp, stamp_statement
+from ..checker import add_deferred_reads, model_name, read_stamp, record_read, remove_deferred_reads, restamp, stamp
 from ..codes import Code
 from ..config import settings
 from ..context import current_scope, current_state
@@ -61,9 +62,7 @@ from . import saves, transactions as txns
 log = logging.getLogger("txnsafety")
 
 _LOADED = saves.LOADED
-#: ``QuerySet._txnsafety_batch`` is true while :func:`_fetch_all` fills the result cache:
-#: its rows are stamped when the list is made, not one by one (False on the class).
-_BATCH = "_txnsafety_batch"
+_LoadRead = saves.LoadRead
 #: Runs an iterator to its end in C (the per-row loops below call only builtins).
 _consume = deque(maxlen=0).extend
 
@@ -110,40 +109,70 @@ def _mark_loaded(obj: Any, token: Any) -> None:
 # -- querysets evaluated whole: one stamp per statement --------------------------------------
 
 def _fetch_all(self: QuerySet) -> None:
-    """``QuerySet._fetch_all``: fill the result cache, then stamp its rows at once."""
+    """``QuerySet._fetch_all``: fill the result cache, then stamp its rows at once.
+
+    ``select_for_update()`` too (five of the benchmark request's twenty reads), unless it
+    names ``of=`` or joins tables in (``select_related``): those lock rows of several
+    models, stamped row by row (:func:`_model_iter`).
+    """
     original = _original_fetch_all
-    if self._result_cache is not None or not settings.enabled or self._iterable_class is not ModelIterable \
-            or self.query.select_for_update:
-        return original(self)  # cached, off, values()/FOR UPDATE (per row, see _model_iter)
+    if self._result_cache is not None or not settings.enabled or self._iterable_class is not ModelIterable:
+        return original(self)  # cached, off, values()
+    query = self.query
+    for_update = query.select_for_update
+    if for_update and (query.select_for_update_of or query.select_related):
+        return original(self)  # per row, see _model_iter
     scope, _, leases = current_state()
     if scope is None:
         return original(self)
-    self._txnsafety_batch = True  # an attribute, not __dict__[...]: that would make the dict
-    try:
-        original(self)
-    finally:
-        del self._txnsafety_batch  # the class's False again (and nothing extra to pickle)
-    rows = self._result_cache
+    if for_update:
+        try:
+            _locking(scope, self)
+        except StompingError:
+            raise
+        except Exception:
+            log.exception("txnsafety: internal error while stamping a Django read")
+    # Django's own _fetch_all, with the original ModelIterable.__iter__ (pinned by
+    # test_private_api.py): no pass through _model_iter, no flag on the queryset telling it
+    # that the list is stamped here.
+    self._result_cache = rows = list(_original_model_iter(ModelIterable(self)))
     if rows:
         try:
-            _stamp_rows(scope, leases, self, rows)
+            _stamp_rows(scope, leases, self, rows, for_update)
         except StompingError:
             raise
         except Exception:  # the checker must never break a query
             log.exception("txnsafety: internal error while stamping a Django read")
+    if self._prefetch_related_lookups and not self._prefetch_done:
+        self._prefetch_related_objects()
     return None
+
+
+def _locking(scope: Any, queryset: QuerySet) -> None:
+    """Before a ``select_for_update()`` runs: TXN108 when no transaction holds its locks
+    (on PostgreSQL/MySQL/Oracle Django then raises TransactionManagementError itself; on
+    SQLite, which has no FOR UPDATE, and inside TestCase's own atomic block it would go
+    on), else the row lock serializes the checks made after it (TXN105)."""
+    txn = txns.transaction_for(queryset.db)
+    if txn is None:
+        _report_for_update_outside(queryset.model)
+    else:
+        check_then_act.note_row_lock(scope, txn)
 
 
 _original_fetch_all = QuerySet._fetch_all
 
 
-def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: list[Any]) -> None:
-    """One statement's rows, read now (not FOR UPDATE): mark their loaded values and stamp
-    them with one shared read, or hand them to the ``refresh_from_db`` in progress.
+def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: list[Any],
+                for_update: bool = False) -> None:
+    """One statement's rows, read now (``for_update``: locked by it): mark each with its loaded values and
+    the statement's read (:class:`saves.LoadRead`, taken by :class:`LoadedReads` when the
+    checker asks), or hand them to the ``refresh_from_db`` in progress.
 
-    Most statements are one ``get()``: written flat for them (the cached getter of the
-    loaded fields, the site test and the one-row stamp inline), since every Python call
-    here costs a one-row read about a tenth of a point.
+    Nothing goes into the request's ``stamps`` here: a dict entry per row cost a 200-row
+    list about 3 points, and most rows are never written.  Written flat for ``get()``
+    (the cached getter of the loaded fields, the site test inline), since every Python
+    call here costs a one-row read about a tenth of a point.
     """
     first = rows[0]
     model = type(first)
@@ -155,27 +184,54 @@ def _stamp_rows(scope: Any, leases: tuple[Any, ...], queryset: QuerySet, rows: l
     deferred, defer = queryset.query.deferred_loading  # private; pinned by test_private_api.py
     known = _getters.get(model) if defer and not deferred else None  # nothing deferred: the usual query
     names, values_of = known if known is not None else _loaded_fields(model, queryset.query, first)
-    token = scope.token
+    holder = _refreshing.get()
+    if holder is None:  # the statement's read, carried by each row's mark (see saves.LoadRead)
+        # the database the rows came from, as from_db set it (queryset.db would ask the router again)
+        txn = txns.transaction_for(first._state.db)
+        site = user_site(3) if (sites_wanted or settings.read_sites == "always") and wants_site(model) else None
+        token: Any = _LoadRead((scope.token, next(scope._clock), txn, leases, site, for_update))
+    else:  # a refresh_from_db's temporaries: their values are merged, their read is the refresh's
+        token = scope.token
+        if for_update:
+            holder.for_update = True
     if len(rows) == 1:  # get(), first(), a related descriptor: the common statement
         setattr(first, _LOADED, (token, names, values_of(first)))
-    else:  # for each row: setattr(row, LOADED, (token, names, its values)), all in C
+    else:  # for each row: setattr(row, LOADED, (read, names, its values)), all in C
         _consume(map(setattr, rows, repeat(_LOADED), zip(repeat(token), repeat(names), map(values_of, rows))))
-    holder = _refreshing.get()
     if holder is not None:
         holder.temps.extend(rows)
-        return
-    # the database the rows came from, as from_db set it (queryset.db would ask the router again)
-    txn = txns.transaction_for(first._state.db)
-    site = user_site(3) if (sites_wanted or settings.read_sites == "always") and wants_site(model) else None
-    if len(rows) == 1:  # as stamp_statement makes a one-row statement's stamp
-        scope.stamps[id(first)] = (first, next(scope._clock), txn, leases, site, False, False)
-    else:
-        stamp_statement(scope, rows, txn, leases, False, site)
+
+
+class LoadedReads:
+    """The reads the rows of querysets evaluated whole carry in their ``LOADED`` marks,
+    for the checker (a :class:`txnsafety.checker.DeferredReads` source): taken into the
+    request's stamps when the checker asks about a row (a write, ``read_stamp``)."""
+
+    def take(self, scope: Any, entity: Any, entry: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        mark = getattr(entity, _LOADED, None)  # never entity.__dict__: see _loaded_fields
+        if type(mark) is not tuple or not mark:
+            return None
+        read = mark[0]
+        if type(read) is not _LoadRead or read[0] is not scope.token or (entry is not None and entry[1] >= read[1]):
+            return None
+        return (entity, read[1], read[2], read[3], read[4], read[5], False)
+
+    def drop(self, scope: Any, entity: Any) -> None:
+        """Forgotten (deleted, or a temporary): the row keeps its loaded values, not the read."""
+        mark = getattr(entity, _LOADED, None)
+        if type(mark) is tuple and mark and type(mark[0]) is _LoadRead and mark[0][0] is scope.token:
+            setattr(entity, _LOADED, (scope.token, *mark[1:]))
+
+
+loaded_reads = LoadedReads()
 
 
 def _loaded_fields(model: type, query: Any, first: Any) -> tuple[tuple[str, ...], Any]:
     """The attnames a statement loaded (its rows all have the same) and a C getter of their values.
 
+    Primary keys are left out: Django never writes one through ``update_fields`` or
+    ``bulk_update()`` (both raise ValueError), the only writes whose loaded values are
+    looked at (:func:`saves.from_read`); each name left out is one ``getattr`` less per row.
     Never ``obj.__dict__`` per row: on CPython 3.11+ an instance keeps its attributes
     inline until ``__dict__`` is asked for, and making the dict costs more than the rest
     of the row's stamp, then slows every later attribute access of the row.
@@ -191,9 +247,11 @@ def _loaded_fields(model: type, query: Any, first: Any) -> tuple[tuple[str, ...]
     key = (model, frozenset(deferred)) if deferred else model
     known = _getters.get(key)
     if known is None:
-        names = tuple(f.attname for f in model._meta.concrete_fields if f.attname not in deferred)
-        # two names at least: attrgetter of one name returns the bare value, not a tuple
-        known = _getters[key] = (names, attrgetter(*names, *names[:1]))
+        names = tuple(f.attname for f in model._meta.concrete_fields
+                      if f.attname not in deferred and not f.primary_key)
+        got = names or (model._meta.pk.attname,)  # (a model of keys alone: its values count for nothing)
+        # attrgetter of one name returns the bare value, not a tuple: that name twice
+        known = _getters[key] = (names, attrgetter(*got, *got) if len(got) == 1 else attrgetter(*got))
     return known
 
 
@@ -207,8 +265,6 @@ def _model_iter(self: ModelIterable) -> Iterator[Any]:
     if not settings.enabled:
         return rows
     queryset = self.queryset
-    if queryset._txnsafety_batch:
-        return rows  # _fetch_all stamps the list
     scope, _, leases = current_state()
     if scope is None:
         return rows
@@ -386,7 +442,7 @@ _PATCHES: tuple[tuple[Any, str, Any], ...] = (
 
 def install() -> None:
     """Put the read hooks in place (called by :func:`txnsafety.django.hooks.install`, under its lock)."""
-    setattr(QuerySet, _BATCH, False)
+    add_deferred_reads(loaded_reads)
     for owner, name, hook in _PATCHES:
         key = f"{owner.__name__}.{name}"
         _originals[key] = owner.__dict__[name]
@@ -396,7 +452,6 @@ def install() -> None:
 
 
 def uninstall() -> None:
+    remove_deferred_reads(loaded_reads)
     for owner, name, _ in _PATCHES:
         setattr(owner, name, _originals[f"{owner.__name__}.{name}"])
-    if _BATCH in QuerySet.__dict__:
-        delattr(QuerySet, _BATCH)

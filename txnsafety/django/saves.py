@@ -34,9 +34,30 @@ from ..values import NOT_LOADED, is_expression, looks_derived, vouched_by_code
 
 #: ``instance.__dict__[LOADED]``: ``(request token, field attnames, values)`` of the last
 #: load from the database under a checker scope, or ``(request token, {attname: value})``
-#: after a refresh.  Pickled with the instance: a copy cached by one request and saved
-#: in a later one is known to hold an earlier read.
+#: after a refresh.  A queryset evaluated whole puts its statement's read (a
+#: :class:`LoadRead`) where the token is: the row's read stamp, taken when the checker
+#: asks (:mod:`.reads`).  Pickled with the instance: a copy cached by one request and
+#: saved in a later one is known to hold an earlier read.
 LOADED = "_txnsafety_loaded"
+
+
+class LoadRead(tuple):
+    """The read of one statement, shared by the ``LOADED`` marks of its rows:
+    ``(request token, tick, transaction, leases, site, for_update)``, a read stamp
+    without the entity.
+
+    Carried on the rows instead of stamped into the request's ``stamps`` (one dict entry
+    per row, made by a C loop but still +3 points on a 200-row list): the checker takes
+    it when it asks about a row, and most rows are never asked about.  A pickled or
+    deep-copied row carries no transaction or lease: the read becomes a fresh object
+    that is no request's token (an earlier read, as a plain token's pickle is).
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return object, ()
+
 
 _SAVE_METHODS = frozenset({"save", "asave", "save_base", "_save_parents", "_save_table"})
 
@@ -54,7 +75,10 @@ def loaded_values(instance: Any) -> dict[str, Any] | None:
 def loaded_token(instance: Any) -> Any:
     """The request token of the instance's load (see :data:`LOADED`), or None."""
     mark = instance.__dict__.get(LOADED)
-    return mark[0] if type(mark) is tuple and mark else None
+    if type(mark) is not tuple or not mark:
+        return None
+    token = mark[0]
+    return token[0] if type(token) is LoadRead else token
 
 
 def merge_refresh(instance: Any, temp: Any, token: Any) -> None:

@@ -149,7 +149,14 @@ def transaction_for(alias: str | None) -> Transaction | None:
     block) count as no transaction: Django discourages them and there is no way to
     tell where they begin.
     """
-    conn = _connection(alias or DEFAULT_DB_ALIAS)
+    alias = alias or DEFAULT_DB_ALIAS
+    try:  # _connection's hot path, inline: every statement and every save asks
+        generation, by_alias = _thread.connections
+        conn = by_alias[alias] if generation == _generation[0] else None
+    except (AttributeError, KeyError):
+        conn = None
+    if conn is None:
+        conn = _look_up(alias)
     if not conn.in_atomic_block:
         return None
     for block in conn.atomic_blocks:

@@ -56,7 +56,8 @@ from . import reads
 from .changes import changed_columns, from_read
 from .classes import classes as _classes, info as _info
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
-from .reads import INFO_KEY, LOCK_PROBE as _LOCK_PROBE, newer_read, on_pickle, on_refresh, on_unpickle, read_of
+from .reads import (INFO_KEY, LOCK_PROBE as _LOCK_PROBE, READ_ATTR as _READ_ATTR, newer_read, on_pickle, on_refresh,
+                    on_unpickle, read_of)
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
 
@@ -68,7 +69,8 @@ _CONN_KEY = "_txnsafety_session_state"
 class SessionState:
     """What the checker tracks for one Session (kept in ``session.info``)."""
 
-    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "unfetched", "__weakref__")
+    __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "unfetched", "last",
+                 "__weakref__")
 
     def __init__(self) -> None:
         #: The root SessionTransaction this state describes, until it ends.
@@ -84,6 +86,8 @@ class SessionState:
         #: Results of this root transaction noted at once, whose rows may not be made yet
         #: (see reads.root_ended).
         self.unfetched: list[Any] = []
+        #: The context of the root's last statement noted at once (see reads._track).
+        self.last: Any = None
 
     def start(self, root: Any) -> None:
         self.root, self.txn, self.autocommit, self.ignores_for_update = root, None, False, False
@@ -271,9 +275,18 @@ def _judge_update(state: Any) -> None:
     obj = state.obj()
     me = id(obj)
     entry = scope.stamps.get(me)
-    newer = newer_read(scope, obj, state, entry)  # the read of its statement (reads.py), taken in
-    if newer is not None:
-        entry = scope.stamps[me] = newer
+    # the read of its statement (reads.py), taken in; the common one (this request's, noted by
+    # the Session, nothing left on the state, not FOR UPDATE OF, no site) inline, as read_of
+    # and read_for make it
+    noted = session_state.reads.get(state.runid) if _READ_ATTR not in state.__dict__ else None
+    if (noted is not None and len(noted) == 8 and noted[0] is scope.token and not noted[5]
+            and noted[6] is None and noted[7] is None):
+        if entry is None or entry[1] < noted[1]:
+            entry = scope.stamps[me] = (obj, noted[1], noted[2], noted[3], None, noted[4], False)
+    else:
+        newer = newer_read(scope, obj, state, entry)
+        if newer is not None:
+            entry = scope.stamps[me] = newer
     info = _classes.get(cls) or _info(cls)
     changed, atomic = changed_columns(state.dict, committed, info.equality)
     if not changed and not atomic:

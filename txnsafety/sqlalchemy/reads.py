@@ -75,21 +75,50 @@ def _instances(cursor: Any, context: Any) -> Any:
     FOR UPDATE reads outside a transaction (TXN108, per object) are noted as their first
     rows are made (:func:`_noted_chunks`): a generator put in front of every statement's
     rows cost the SQLAlchemy request about 3 points (docs/performance.md).
+
+    The common statement (no refresh, not FOR UPDATE, not streamed, no read site wanted)
+    is noted inline, as :func:`statement_read` would note it: every statement of every
+    request passes here, and each Python call costs the request about a tenth of a point.
     """
     if not settings.enabled:
         return _original_instances(cursor, context)
     session = context.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
-    if session_state is None or current_state()[0] is None:
-        return _original_instances(cursor, context)  # a Session not instrumented, or no request
-    refreshed = None
+    if session_state is None:
+        return _original_instances(cursor, context)  # a Session not instrumented
+    scope, _, leases = current_state()
+    if scope is None:
+        return _original_instances(cursor, context)  # no request
     refresh_state = context.load_options._refresh_state  # private; pinned by test
+    if (refresh_state is None and getattr(context.query, "_for_update_arg", None) is None and not context.yield_per
+            and not sites_wanted and settings.read_sites != "always"):
+        result = _original_instances(cursor, context)
+        if not result.dynamic_yield_per and not context.execution_options.get("prebuffer_rows", False):
+            txn = session_state.txn
+            try:  # statement_read's tuple: nothing FOR UPDATE, no site
+                session_state.reads[context.runid] = (scope.token, next(scope._clock), txn, leases, False, False,
+                                                      None, None)
+            except Exception:
+                log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
+                return result
+            if txn is not None:  # _track, inline
+                last = session_state.last
+                session_state.last = context
+                if last is not None and not hasattr(last, "partials"):
+                    _keep(session_state, last)
+            return result
+        return _noted(result, session_state, context, None)
+    refreshed = None
     if refresh_state is not None:
         try:  # before the refresh gives the state a new runid
             refreshed = (refresh_state, read_of(refresh_state))
         except Exception:
             log.exception("txnsafety: internal error while reading a refreshed object's read")
-    result = _original_instances(cursor, context)
+    return _noted(_original_instances(cursor, context), session_state, context, refreshed)
+
+
+def _noted(result: Any, session_state: Any, context: Any, refreshed: Any) -> Any:
+    """Note the read of a statement off the common path (see :func:`_instances`)."""
     if context.execution_options.get("prebuffer_rows", False):
         if _note(session_state, context, refreshed):  # the objects are made already: a list, read again
             for rows in result.chunks(None):
@@ -99,12 +128,32 @@ def _instances(cursor: Any, context: Any) -> Any:
     elif _note(session_state, context, refreshed):  # FOR UPDATE outside a transaction: report per object
         result.chunks = partial(_noted_chunks, result.chunks, session_state, context, None, [False, True])
         result.iterator = chain.from_iterable(result.chunks(None))
-    elif session_state.txn is not None:  # see root_ended: the context only, never the result
-        unfetched = session_state.unfetched
-        unfetched.append(context)
-        if len(unfetched) > 64:  # a long transaction: keep only the statements not read yet
-            unfetched[:] = [c for c in unfetched if not hasattr(c, "partials")]
+    elif session_state.txn is not None:
+        _track(session_state, context)
     return result
+
+
+def _track(session_state: Any, context: Any) -> None:
+    """Keep the statement's context until its root ends, if its rows may be made after that
+    (see :func:`root_ended`): only the ``QueryContext``, never the result.
+
+    Nearly every result is made into objects before the next statement runs (``get()``,
+    ``.all()``), so the last statement's context waits in one slot, and goes to the list
+    only if its rows are still not made when the next statement comes: the request holds
+    one context, not every statement's, for the length of the transaction.
+    """
+    last = session_state.last
+    session_state.last = context
+    if last is not None and not hasattr(last, "partials"):
+        _keep(session_state, last)
+
+
+def _keep(session_state: Any, context: Any) -> None:
+    """``context``'s rows were not made before the next statement: keep it until the root ends."""
+    unfetched = session_state.unfetched
+    unfetched.append(context)
+    if len(unfetched) > 64:  # a long transaction: keep only the statements not read yet
+        unfetched[:] = [c for c in unfetched if not hasattr(c, "partials")]
 
 
 def _defer_note(result: Any, session_state: Any, context: Any, refreshed: Any) -> None:
@@ -134,10 +183,14 @@ def root_ended(session_state: Any) -> None:
     more than the note saves.  A context gets ``partials`` when its first chunk of rows
     is made (``loading.instances``' ``chunks``; private, pinned by test).
     """
-    unfetched = session_state.unfetched
-    if not unfetched:
+    unfetched, last = session_state.unfetched, session_state.last
+    if last is None:
         return
-    session_state.unfetched = []
+    session_state.unfetched, session_state.last = [], None
+    if unfetched:
+        unfetched.append(last)
+    else:
+        unfetched = [last]
     reads = session_state.reads
     for context in unfetched:
         if not hasattr(context, "partials"):

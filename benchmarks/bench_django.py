@@ -3,17 +3,19 @@
 The view: one ``transaction.atomic()`` block, 20 reads (``get()`` by primary key,
 five of them ``select_for_update()``) and 5 whole-row ``save()`` writes of
 policy-declared models, then a JSON response — served by Django's real WSGI
-handler.  Three contenders run side by side in one process, alternating order
+handler.  The contenders run side by side in one process, alternating order
 round after round so drift hits all alike:
 
 * ``django``    — txnsafety not installed at all: no hooks, no middleware;
 * ``installed, off`` — hooks and middleware installed, ``TXNSAFETY["ENABLED"] = False``;
-* ``checked``   — hooks, middleware, checker on (mode ``log``).
+* ``checked``   — hooks, middleware, checker on (mode ``log``);
+* ``checked, sampled`` — the same with ``SAMPLE_RATE`` (``--sample-rate``, 0.1 by
+  default): the checker checks that share of the requests, as production may run it.
 
 The ratio ``checked / django`` is the overhead (target, DESIGN.md: within 5 %).
 A second table times the ORM work alone (no HTTP), the worst case for the ratio.
 
-    python benchmarks/bench_django.py [--rounds 100] [--per-round 3] [--wall] [--postgres URL]
+    python benchmarks/bench_django.py [--rounds 100] [--per-round 3] [--sample-rate 0.1] [--wall] [--postgres URL]
 
 ``--postgres URL``: the same on PostgreSQL (read committed, Django's default: the
 counters are locked with ``select_for_update()``), in a private database per process
@@ -122,17 +124,23 @@ def setup_data() -> None:
     Counter.objects.bulk_create([Counter(pk=pk, value=0) for pk in range(1, N_COUNTERS + 1)])
 
 
-def _state(installed: bool, enabled: bool) -> Callable[[], None]:
+def _state(installed: bool, enabled: bool, sample_rate: float = 1.0) -> Callable[[], None]:
     def apply() -> None:
         if installed:
             hooks.install()
         else:
             hooks.uninstall()
         txnsafety.settings.enabled = enabled
+        txnsafety.settings.sample_rate = sample_rate
     return apply
 
 
-def make_contenders(http: bool, stack: list[str] | None = None) -> dict[str, Contender]:
+#: the contender that checks a share of the requests (``SAMPLE_RATE``), as production may
+SAMPLED = "checked, sampled"
+
+
+def make_contenders(http: bool, stack: list[str] | None = None,
+                    sample_rate: float = 0.1) -> dict[str, Contender]:
     """name -> the request, and the setup that switches txnsafety to that contender."""
     stack = stack or []
     with override_settings(MIDDLEWARE=stack):
@@ -161,6 +169,7 @@ def make_contenders(http: bool, stack: list[str] | None = None) -> dict[str, Con
             "django": Contender(wsgi(bare), _state(False, False)),
             "installed, off": Contender(wsgi(checked), _state(True, False)),
             "checked": Contender(wsgi(checked), _state(True, True)),
+            SAMPLED: Contender(wsgi(checked), _state(True, True, sample_rate)),
         }
     return {
         "django": Contender(orm(False), _state(False, False)),
@@ -173,6 +182,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--per-round", type=int, default=3)
+    parser.add_argument("--sample-rate", type=float, default=0.1,
+                        help="the share of requests the sampled contender checks (default 0.1)")
     add_options(parser, processes=5)
     _pg.add_option(parser)
     args = parser.parse_args()
@@ -184,11 +195,14 @@ def main() -> None:
     try:
         for stack, label in (([], "no other middleware (worst case)"),
                              (DEFAULT_STACK, "startproject's default middleware")):
-            request = compare(make_contenders(http=True, stack=stack), baseline="django", rounds=args.rounds,
+            request = compare(make_contenders(http=True, stack=stack, sample_rate=args.sample_rate),
+                              baseline="django", rounds=args.rounds,
                               per_round=args.per_round,
                               title=f"Django WSGI request, {label}:\n"
                                     f"  20 reads + 5 writes in one {where} transaction")
             print(request.summary("checked"))
+            print(f"checking {args.sample_rate:g} of the requests (SAMPLE_RATE): "
+                  f"{100 * request.overhead(SAMPLED):+.1f} %")
             print(f"installed but switched off: {100 * request.overhead('installed, off'):+.1f} %\n")
         bare = compare(make_contenders(http=False), baseline="django", rounds=args.rounds,
                        per_round=args.per_round,

@@ -46,6 +46,11 @@ class Settings:
     priority_rule: Callable[[str, dict[str, str]], Priority] | None = None
     #: URL path prefixes treated as batch work (cron, task queues).
     batch_paths: tuple[str, ...] = ("/cron/", "/_ah/", "/tasks/")
+    #: The share of requests the checker checks, from 0 to 1 (sentry-sdk's
+    #: ``traces_sample_rate``): a request left out runs as if the checker were off, its
+    #: locks unchanged.  A race shows on every request that runs the racy code, so in
+    #: production a sample finds it over time at a fraction of the cost.
+    sample_rate: float = 1.0
     #: The level of ``log`` mode's record per report.  Sentry's logging integration makes
     #: WARNING a breadcrumb and ERROR an event: choose ERROR to see reports as issues.
     log_level: int = logging.WARNING
@@ -164,6 +169,7 @@ def validate(
     allow: Iterable[str] | None = None,
     priority_rule: object = None,
     log_level: object = None,
+    sample_rate: object = None,
     **_others: object,
 ) -> None:
     """Raise :class:`ConfigurationError` for what :func:`configure` would refuse, changing nothing.
@@ -181,6 +187,8 @@ def validate(
         _compile_allow(allow)
     if log_level is not None:
         _level(log_level)
+    if sample_rate is not None:
+        _rate(sample_rate)
     if priority_rule is not None and not callable(priority_rule):
         raise ConfigurationError(f"txnsafety: priority_rule must be a callable (path, headers), not {priority_rule!r}")
 
@@ -196,6 +204,7 @@ def configure(
     priority_rule: Callable[[str, dict[str, str]], Priority] | None = None,
     batch_paths: Iterable[str] | None = None,
     log_level: int | str | None = None,
+    sample_rate: float | None = None,
 ) -> Settings:
     """Change the checker's settings; arguments left ``None`` keep their value.
 
@@ -205,7 +214,8 @@ def configure(
     """
     if allow is not None:
         allow = tuple(allow)
-    validate(mode=mode, read_sites=read_sites, allow=allow, priority_rule=priority_rule, log_level=log_level)
+    validate(mode=mode, read_sites=read_sites, allow=allow, priority_rule=priority_rule, log_level=log_level,
+             sample_rate=sample_rate)
     if mode is not None:
         settings.mode = mode
     if strict is not None:
@@ -229,7 +239,17 @@ def configure(
         settings.batch_paths = tuple(batch_paths)
     if log_level is not None:
         settings.log_level = _level(log_level)
+    if sample_rate is not None:
+        settings.sample_rate = _rate(sample_rate)
     return settings
+
+
+def _rate(value: object) -> float:
+    """A share of requests, from 0 to 1."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    raise ConfigurationError(f"txnsafety: sample_rate must be a number from 0 to 1 (the share of requests "
+                             f"checked), not {value!r}")
 
 
 def _level(value: object) -> int:

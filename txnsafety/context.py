@@ -232,9 +232,35 @@ current_state: Callable[[], _State] = _state.get
 
 
 def current_scope() -> RequestScope | None:
-    """The request scope in force, or None outside any request."""
+    """The request scope in force, or None outside any request (or in one left unchecked)."""
     scope, _, _ = _state.get()
     return scope
+
+
+#: The scope of a request the checker leaves out (``sample_rate``): none of the checker's
+#: hooks see it (``current_scope()`` is None there), but its locks still take their
+#: priority, owner and end-of-request release from it.
+_unchecked: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar(
+    "txnsafety_unchecked_scope", default=None)
+
+
+def request_of_locks() -> RequestScope | None:
+    """The request a lock belongs to: the checked one, or one the checker left out."""
+    scope, _, _ = _state.get()
+    return scope if scope is not None else _unchecked.get()
+
+
+@dataclass(frozen=True)
+class UncheckedToken:
+    """What :func:`open_unchecked_scope` replaced, for :func:`close_scope`."""
+
+    state: contextvars.Token
+    unchecked: contextvars.Token
+
+
+def open_unchecked_scope(scope: RequestScope) -> UncheckedToken:
+    """Make ``scope`` the current request for locks only: the checker sees no request."""
+    return UncheckedToken(_state.set(_EMPTY), _unchecked.set(scope))
 
 
 #: What :func:`open_scope` replaced (its ``old_value``), so :func:`close_scope` can put it back.
@@ -251,9 +277,16 @@ def open_scope(scope: RequestScope) -> ScopeToken:
     return _state.set((scope, (), ()))
 
 
-def close_scope(scope: RequestScope, token: ScopeToken | None = None) -> None:
+def close_scope(scope: RequestScope, token: ScopeToken | UncheckedToken | None = None) -> None:
     """Close ``scope`` and restore what was current before it."""
     scope.close()
+    if isinstance(token, UncheckedToken):
+        for var, old in ((_state, token.state), (_unchecked, token.unchecked)):
+            try:
+                var.reset(old)
+            except ValueError:  # closed from another context: put back what it replaced
+                var.set(_EMPTY if var is _state else None)
+        return
     if token is not None:
         try:
             _state.reset(token)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 from contextvars import Token
 from typing import Mapping
 
 from .config import settings
-from .context import RequestScope, close_scope, open_scope
+from .context import RequestScope, UncheckedToken, close_scope, open_scope, open_unchecked_scope
 
 log = logging.getLogger("txnsafety")
 
@@ -20,13 +21,15 @@ log = logging.getLogger("txnsafety")
 PRIORITY_HEADER = "x-txnsafety-priority"
 
 
-def open_request(method: str, path: str, headers: Mapping[str, str]) -> tuple[RequestScope, Token] | None:
+def open_request(method: str, path: str, headers: Mapping[str, str]
+                 ) -> tuple[RequestScope, Token | UncheckedToken] | None:
     """Open and make current the scope of one HTTP request.
 
     ``headers`` has lower-case names; under the default priority rule (no
     ``priority_rule`` configured) only :data:`PRIORITY_HEADER` is needed.  Returns
     None (after logging why) when the checker is off or the request cannot be read:
-    the request must still run.
+    the request must still run.  A request ``sample_rate`` leaves out gets a scope
+    its locks use and the checker does not see.
     """
     if not settings.enabled:
         return None
@@ -40,13 +43,19 @@ def open_request(method: str, path: str, headers: Mapping[str, str]) -> tuple[Re
         else:  # the application's own rule runs now, as it always has (its errors included)
             priority = settings.priority_for(path, headers)
         scope = RequestScope(name=f"{method} {path}", priority=priority)
+        if settings.sample_rate < 1.0 and _draw() >= settings.sample_rate:
+            return scope, open_unchecked_scope(scope)
         return scope, open_scope(scope)
     except Exception:
         log.exception("txnsafety: could not open a scope for this request; it runs unchecked")
         return None
 
 
-def close_request(scope: RequestScope, token: Token | None) -> None:
+#: which requests ``sample_rate`` checks: a uniform draw per request (not a secret)
+_draw = random.random
+
+
+def close_request(scope: RequestScope, token: Token | UncheckedToken | None) -> None:
     """Close the scope (running its cleanups, e.g. releasing locks).  Never raises."""
     try:
         close_scope(scope, token)

@@ -29,6 +29,7 @@ def test_a_good_configuration_has_no_issues(tmp_path):
     ({"PRIORITY_RULE": "no.such.rule"}, "HINT: PRIORITY_RULE is a callable"),
     ({"BATCH_PATHS": "/cron/"}, "HINT: BATCH_PATHS is a list"),
     ({"LOG_LEVEL": "LOUD"}, "HINT: LOG_LEVEL is a logging level"),
+    ({"SAMPLE_RATE": 10}, "HINT: SAMPLE_RATE is the share of requests checked"),
 ])
 def test_a_bad_setting_is_error_e001_with_a_hint_not_a_traceback(tmp_path, value, hint):
     proc = manage(tmp_path, "check", txnsafety=value)

@@ -12,6 +12,7 @@
         "BATCH_PATHS": ["/cron/", "/tasks/"],       # lock priority: batch
         "PRIORITY_RULE": "myapp.locks.priority",    # callable or dotted path
         "LOG_LEVEL": "WARNING",     # of log mode's record per report ("ERROR": Sentry events)
+        "SAMPLE_RATE": 1.0,         # the share of requests checked (0.1 in production: a tenth)
     }
 
 Read in ``AppConfig.ready()`` and mapped onto :func:`txnsafety.configure`; keys
@@ -33,7 +34,7 @@ from ..report import test_plugin_active
 from . import transactions
 
 KEYS = {"ENABLED", "MODE", "STRICT", "ALLOW", "ISOLATION", "LIBRARY_PATHS", "BATCH_PATHS", "PRIORITY_RULE",
-        "LOG_LEVEL"}
+        "LOG_LEVEL", "SAMPLE_RATE"}
 
 #: What each key takes: the hint of system check txnsafety.E001.
 HINTS = {
@@ -45,6 +46,7 @@ HINTS = {
     "LIBRARY_PATHS": "LIBRARY_PATHS is a list of directory paths",
     "BATCH_PATHS": 'BATCH_PATHS is a list of URL path prefixes, e.g. ["/cron/"]',
     "LOG_LEVEL": 'LOG_LEVEL is a logging level, e.g. "ERROR" (Sentry events) or "WARNING" (the default)',
+    "SAMPLE_RATE": "SAMPLE_RATE is the share of requests checked, a number from 0 to 1 (1: every request)",
     "PRIORITY_RULE": 'PRIORITY_RULE is a callable (path, headers) -> txnsafety.Priority, or its dotted path',
 }
 
@@ -103,6 +105,8 @@ def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
             kwargs[name] = [os.path.abspath(p) for p in value] if key == "LIBRARY_PATHS" else list(value)
     if "LOG_LEVEL" in conf:
         kwargs["log_level"] = conf["LOG_LEVEL"]
+    if "SAMPLE_RATE" in conf:
+        kwargs["sample_rate"] = conf["SAMPLE_RATE"]
     if "PRIORITY_RULE" in conf:
         rule = conf["PRIORITY_RULE"]
         if isinstance(rule, str):
@@ -121,7 +125,8 @@ def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
     try:
         validate(**kwargs)
     except ConfigurationError as exc:
-        key = "ALLOW" if "allow" in str(exc) else "LOG_LEVEL" if "log_level" in str(exc) else None
+        key = "ALLOW" if "allow" in str(exc) else "LOG_LEVEL" if "log_level" in str(exc) else \
+            "SAMPLE_RATE" if "sample_rate" in str(exc) else None
         raise SettingError(f"settings.TXNSAFETY: {exc}", key) from exc
     return kwargs, isolation
 

@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any
 
-from ..context import Priority, current_scope, enter_lease, exit_lease, held_leases
+from ..context import Priority, enter_lease, exit_lease, held_leases, request_of_locks
 from .backend import AcquireRequest, Backend
 from .config import FAIL_OPEN, POLICIES, get_backend, options
 from .errors import BackendUnavailable, LockTimeout
@@ -84,7 +84,7 @@ class LockContext:
         return None
 
     def _request(self) -> tuple[AcquireRequest, Owner, Any]:
-        scope = current_scope()
+        scope = request_of_locks()
         priority = self._priority or (scope.priority if scope is not None else options().default_priority)
         wait = self._wait_timeout if self._wait_timeout is not None else options().wait_for(priority)
         owner = Owner.here(scope.id if scope is not None else None)
@@ -261,7 +261,7 @@ class LockContext:
             if lease.depth > 0:
                 return False
         exit_lease(lease)
-        scope = current_scope()
+        scope = request_of_locks()
         if self._cleanup is not None:
             if scope is not None:
                 scope.discard_cleanup(self._cleanup)

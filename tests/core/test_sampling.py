@@ -8,6 +8,7 @@ request ends. A bad rate is an error that names the setting.
 """
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -16,7 +17,8 @@ from webob import Request
 import txnsafety
 from fixtures.minidb import value_of
 from fixtures.wsgi_asgi import points
-from fixtures.http_servers import concurrently, get_json, wsgi_server
+from fixtures.http_servers import asgi_server, concurrently, get_json, wsgi_server
+from txnsafety.asgi import TxnSafetyASGIMiddleware
 from txnsafety.config import ConfigurationError, settings
 from txnsafety.context import current_scope
 from txnsafety.locks import user_write_lock
@@ -57,6 +59,20 @@ def test_a_request_left_out_loses_its_update_unreported_and_a_checked_one_is_rep
     assert txnsafety_violations == []
     sample_rate(1.0)
     assert [body["violations"] for body in _racy_pair(store)] == [["TXN102"], ["TXN102"]]
+
+
+def test_under_asgi_too_a_request_left_out_is_not_checked(store, sample_rate, txnsafety_violations):
+    sample_rate(0.0)
+    points.RACE.abarrier = asyncio.Barrier(2)
+    try:
+        with asgi_server(TxnSafetyASGIMiddleware(points.asgi_app(store))) as url:
+            results = concurrently(2, lambda i: get_json(f"{url}/racy/add?n={10 + i}"))
+    finally:
+        points.RACE.abarrier = None
+    assert [status for status, _ in results] == [200, 200]
+    assert value_of(store, points.Wallet, 1, "points") in (10, 11), "one of the two writes is lost"
+    assert [body["violations"] for _, body in results] == [[], []]
+    assert txnsafety_violations == []
 
 
 def test_the_rate_is_the_share_of_requests_checked(sample_rate):

@@ -45,6 +45,11 @@ class Event:
     #: transactions and locks held when it happened, innermost last
     scopes: tuple[Scope, ...]
 
+    @property
+    def transaction(self) -> Optional[Scope]:
+        """The innermost transaction held when it happened (None: autocommit)."""
+        return next((s for s in reversed(self.scopes) if s.kind == "txn"), None)
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class RowRead(Event):
@@ -61,11 +66,6 @@ class LockedRead(Event):
     read: GetInfo
     node: cst.CSTNode
     in_loop: bool = False
-
-    @property
-    def transaction(self) -> Optional[Scope]:
-        """The innermost transaction held (None: autocommit releases the lock at once)."""
-        return next((s for s in reversed(self.scopes) if s.kind == "txn"), None)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -129,7 +129,3 @@ class SideEffect(Event):
     kind: ClassVar[EventKind] = EventKind.SIDE_EFFECT
     name: str
     node: cst.CSTNode
-
-    @property
-    def transaction(self) -> Optional[Scope]:
-        return next((s for s in reversed(self.scopes) if s.kind == "txn"), None)

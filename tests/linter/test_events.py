@@ -41,15 +41,15 @@ EXPECTED = [
 ]
 
 
-def _walk(source: str = SOURCE) -> ModuleAnalyzer:
+def _walk(source: str = SOURCE) -> tuple[ModuleAnalyzer, list]:
+    """The module's analyser and its findings."""
     cfg = Config()
     m = ModuleAnalyzer(source, ast.parse(source), cfg, "views.py", Prefilter(cfg))
-    m.findings_out = m.run()
-    return m
+    return m, m.run()
 
 
 def test_the_walk_emits_each_event_in_statement_order_with_the_protection_held():
-    fa = _walk().functions["bump"]
+    fa = _walk()[0].functions["bump"]
     assert [(e.line, e.kind, len(e.scopes)) for e in fa.events] == EXPECTED
     locked = next(e for e in fa.events if isinstance(e, LockedRead))
     assert locked.transaction is not None and locked.transaction.label.startswith("transaction.atomic")
@@ -59,9 +59,8 @@ def test_the_walk_emits_each_event_in_statement_order_with_the_protection_held()
 
 
 def test_a_verdict_comes_from_the_rule_subscribed_to_the_event(monkeypatch):
-    m = _walk()
-    assert [(f.line, f.code) for f in m.findings_out] == [(15, "TXN104")]   # saved after the commit
+    assert [(f.line, f.code) for f in _walk()[1]] == [(15, "TXN104")]   # saved after the commit
     # without its subscription the read-modify-write rule never sees the write
     others = tuple(h for h in subscriptions.SUBSCRIPTIONS[K.WRITE] if h is not read_modify_write.on_write)
     monkeypatch.setitem(subscriptions.SUBSCRIPTIONS, K.WRITE, others)
-    assert _walk().findings_out == []
+    assert _walk()[1] == []

@@ -3,6 +3,7 @@ the ORM loads a row still leaves the read it made, and the judgement of a later
 write is the same as when each row was stamped by itself."""
 from __future__ import annotations
 
+import contextlib
 import gc
 import weakref
 
@@ -13,6 +14,8 @@ from django.db.models import Prefetch
 
 import txnsafety
 from fixtures.django_app.models import Account, Plain, Wallet
+from txnsafety import scopes
+from txnsafety.config import settings
 from txnsafety.django import saves
 from txnsafety.django.transactions import transaction_for
 
@@ -109,6 +112,40 @@ def test_deferred_fields_are_not_loaded_to_be_remembered(sqlite_db):
     assert saves.loaded_values(rows[0]) == {"balance": 100}        # keys are never kept: see below
     assert saves.loaded_values(deferred[2]) == {"balance": 100}
     assert all(txnsafety.read_stamp(row) is not None for row in rows + deferred)
+
+
+@contextlib.contextmanager
+def _unseen(how: str):
+    """Code the checker does not see: switched off, or in a request the sample leaves out."""
+    if how == "off":
+        settings.enabled = False
+        try:
+            yield
+        finally:
+            settings.enabled = True
+        return
+    txnsafety.configure(sample_rate=0.0)
+    opened = scopes.open_request("GET", "/unseen", {})
+    try:
+        assert opened is not None and txnsafety.current_scope() is None
+        yield
+    finally:
+        scopes.close_request(*opened)
+        txnsafety.configure(sample_rate=1.0)
+
+
+@pytest.mark.parametrize("how", ["off", "left out by the sample"])
+def test_a_statement_the_checker_does_not_see_fills_its_cache_as_django_does(sqlite_db, how):
+    # reads._fetch_all fills the cache itself there too (no pass through _model_iter)
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    with _unseen(how), CaptureQueriesContext(connection) as queries:
+        # iterated, not list(): list() asks len() first and so fills the cache twice over
+        owners = [owner for owner in Account.objects.prefetch_related("wallet_set").order_by("pk")]
+        wallets = [wallet for owner in owners for wallet in owner.wallet_set.all()]
+    assert len(queries) == 2                                       # prefetched with the statement
+    assert len(owners) == 3 and wallets
+    assert all(saves.loaded_token(row) is None for row in owners + wallets)  # nothing was stamped
 
 
 def test_a_primary_key_is_never_written_from_the_read_so_its_loaded_value_is_not_kept(sqlite_db):

@@ -25,6 +25,20 @@ while each claimed +-1.5.  Hence ``--processes N`` (pyperf's remedy): the benchm
 runs N times in fresh worker processes, one after the other, and the figure is the
 median of their N medians, printed with their range; the per-process figures are
 printed too.
+
+**Each contender in a forked twin, hooks never switched (the default).**  Switching a
+library's hooks in and out of one process between turns is no state production is ever
+in: every switch rebinds module globals and class attributes, which invalidates
+CPython's specialized bytecode (module dict versions, type version tags) that then
+re-specializes only after an exponentially growing back-off.  On the SQLAlchemy request
+that artefact alone was about 3 points of a measured +6.7 % (docs/performance.md,
+"Fifth round").  So each contender gets a child forked from the benchmark process once
+its data is set up (same hash seed, same memory layout up to the fork); the child runs
+the contender's ``setup`` once, warms up, and then times one turn each time the parent
+asks, in the same rotating rounds, one child at a time.  ``--in-process`` times all
+contenders in this process, switching them per turn, as before.  A benchmark that
+holds database connections closes them before a fork (``os.register_at_fork``): a
+connection is never shared by two processes.
 """
 from __future__ import annotations
 
@@ -38,16 +52,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 
 @dataclass
 class Contender:
-    """One way of serving the request: ``run`` it; ``setup`` (untimed) before its turn."""
+    """One way of serving the request: ``run`` it; ``setup`` (untimed) before its turn (forked: once);
+    ``verify`` once its rounds are done, where it ran (an exception fails the benchmark)."""
 
     run: Callable[[], None]
     setup: Callable[[], None] | None = None
+    verify: Callable[[], None] | None = None
 
 
 @dataclass
@@ -92,6 +109,8 @@ _clock: Callable[[], float] = time.thread_time
 _pooled: list[Comparison] | None = None
 #: A worker's file for its raw samples (the parent reads it), or None.
 _worker_out: str | None = None
+#: Time each contender in a forked child of its own (see the module docstring), or all here.
+_forked = True
 
 
 def add_options(parser: argparse.ArgumentParser, *, processes: int = 1) -> None:
@@ -99,6 +118,9 @@ def add_options(parser: argparse.ArgumentParser, *, processes: int = 1) -> None:
     parser.add_argument("--wall", action="store_true", help="time wall clock instead of CPU time")
     parser.add_argument("--processes", type=int, default=processes, metavar="N",
                         help=f"run in N fresh processes, one after the other, and pool them (default {processes})")
+    parser.add_argument("--in-process", action="store_true",
+                        help="time every contender in this process, switching hooks per turn (default: a forked "
+                             "child per contender, hooks never switched)")
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
 
 
@@ -109,13 +131,15 @@ def start(args: argparse.Namespace) -> None:
     returns (and prints) the pooled figures of the workers' matching comparison
     instead of timing anything in this process.
     """
-    global _clock, _pooled, _worker_out
+    global _clock, _pooled, _worker_out, _forked
     _clock = time.perf_counter if args.wall else time.thread_time
     _worker_out = args.worker_out
+    _forked = not args.in_process
     if args.processes < 1:
         raise SystemExit("--processes must be at least 1")
     if _worker_out is None:
-        print(f"clock: {'wall (perf_counter)' if args.wall else 'CPU time of this thread'}")
+        where = "all contenders in one process, switched per turn" if args.in_process else "a forked child each"
+        print(f"clock: {'wall (perf_counter)' if args.wall else 'CPU time of this thread'}; {where}")
     if args.processes > 1 and _worker_out is None:
         _pooled = _run_workers(args.processes)
 
@@ -164,8 +188,14 @@ def _pool(records: list[dict]) -> Comparison:
 
 
 def compare(contenders: dict[str, Entry], *, baseline: str, rounds: int = 200, per_round: int = 5,
-            title: str = "") -> Comparison:
-    """Time ``per_round`` calls of each contender per round; print a table; return the figures."""
+            title: str = "", verify: Callable[[], None] | None = None, fork: bool | None = None) -> Comparison:
+    """Time ``per_round`` calls of each contender per round; print a table; return the figures.
+
+    ``verify`` runs where the contenders ran (in each forked child, or here) once the
+    rounds are done, after each contender's own: an exception it raises (say, a report the
+    checker should not have made) fails the benchmark.  ``fork``: a forked child per
+    contender (True), all here (False), or as the command line says (None).
+    """
     names = list(contenders)
     if _pooled is not None:  # the parent of worker processes: hand out their pooled figures
         result = _pooled.pop(0)
@@ -175,6 +205,35 @@ def compare(contenders: dict[str, Entry], *, baseline: str, rounds: int = 200, p
         return result
     entries = {name: entry if isinstance(entry, Contender) else Contender(entry)
                for name, entry in contenders.items()}
+    forked = _forked if fork is None else fork
+    timing = _rounds_forked if forked and hasattr(os, "fork") else _rounds_in_process
+    samples = timing(entries, rounds, per_round, verify)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    ratios = {name: _median_with_ci([a / b for a, b in zip(samples[name], samples[baseline])])
+              for name in names}
+    result = Comparison(baseline, medians, samples, ratios, title=title)
+    if _worker_out is not None:
+        with open(_worker_out, "a") as f:
+            f.write(json.dumps({"title": title, "baseline": baseline, "names": names, "samples": samples}) + "\n")
+    _print(result, names, title)
+    return result
+
+
+def _timed_turn(run: Callable[[], None], per_round: int) -> float:
+    """Seconds per call of ``per_round`` calls; the young garbage of the turn before is collected first,
+    so the collections a contender's allocations trigger fall on its own time."""
+    clock = _clock
+    gc.collect(0)
+    start = clock()
+    for _ in range(per_round):
+        run()
+    return (clock() - start) / per_round
+
+
+def _rounds_in_process(entries: dict[str, Contender], rounds: int, per_round: int,
+                       verify: Callable[[], None] | None) -> dict[str, list[float]]:
+    """Every contender here, its ``setup`` (switching hooks) before each of its turns."""
+    names = list(entries)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for entry in entries.values():  # warm up: imports, caches, prepared statements
         if entry.setup:
@@ -188,21 +247,112 @@ def compare(contenders: dict[str, Entry], *, baseline: str, rounds: int = 200, p
             if entry.setup:
                 entry.setup()
                 entry.run()  # untimed: the first call after a switch
-            run, clock = entry.run, _clock
-            gc.collect(0)  # the young garbage of the contender before is not collected on this one's time
-            start = clock()
-            for _ in range(per_round):
-                run()
-            samples[name].append((clock() - start) / per_round)
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    ratios = {name: _median_with_ci([a / b for a, b in zip(samples[name], samples[baseline])])
-              for name in names}
-    result = Comparison(baseline, medians, samples, ratios, title=title)
-    if _worker_out is not None:
-        with open(_worker_out, "a") as f:
-            f.write(json.dumps({"title": title, "baseline": baseline, "names": names, "samples": samples}) + "\n")
-    _print(result, names, title)
-    return result
+            samples[name].append(_timed_turn(entry.run, per_round))
+    for entry in entries.values():
+        _verify(entry, verify)
+    return samples
+
+
+def _verify(entry: Contender, verify: Callable[[], None] | None) -> None:
+    for check in (entry.verify, verify):
+        if check is not None:
+            check()
+
+
+def _rounds_forked(entries: dict[str, Contender], rounds: int, per_round: int,
+                   verify: Callable[[], None] | None) -> dict[str, list[float]]:
+    """A forked child per contender, its ``setup`` run once; the parent hands out the turns."""
+    names = list(entries)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    children: dict[str, _Child] = {}
+    try:
+        for name in names:
+            children[name] = _Child.fork(entries[name], per_round, verify)
+        for child in children.values():
+            child.ask("ready")
+        for r in range(rounds):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                samples[name].append(float(children[name].ask("time")))
+        for child in children.values():
+            child.ask("end")
+    finally:
+        for child in children.values():
+            child.close()
+    return samples
+
+
+@dataclass
+class _Child:
+    """One forked contender: it answers each line the parent sends with one line."""
+
+    pid: int
+    commands: Any
+    answers: Any
+
+    @classmethod
+    def fork(cls, entry: Contender, per_round: int, verify: Callable[[], None] | None) -> "_Child":
+        to_child, from_parent = os.pipe()[::-1]
+        from_child, to_parent = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the benchmark (its cleanups are the parent's)
+            os.close(to_child)
+            os.close(from_child)
+            code = 1
+            try:
+                code = _serve(entry, per_round, verify, os.fdopen(from_parent, "r"), os.fdopen(to_parent, "w", 1))
+            finally:
+                os._exit(code)
+        os.close(from_parent)
+        os.close(to_parent)
+        return cls(pid, os.fdopen(to_child, "w", 1), os.fdopen(from_child, "r"))
+
+    def ask(self, command: str) -> str:
+        """Send ``command``; the child's answer, or SystemExit with the child's traceback."""
+        self.commands.write(command + "\n")
+        answer = self.answers.readline()
+        if not answer:
+            raise SystemExit(f"a contender's child process ended without answering {command!r}")
+        if answer.startswith("error "):
+            raise SystemExit("a contender's child process failed:\n" + json.loads(answer[6:]))
+        return answer.strip()
+
+    def close(self) -> None:
+        for stream in (self.commands, self.answers):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        os.waitpid(self.pid, 0)
+
+
+def _serve(entry: Contender, per_round: int, verify: Callable[[], None] | None, commands: Any, answers: Any) -> int:
+    """The child's loop: set the contender up and warm it when asked ``ready``, then time a turn per
+    ``time`` asked; ``end`` verifies."""
+    try:
+        for command in commands:
+            command = command.strip()
+            if command == "ready":  # one child at a time, as the turns: they share the database
+                if entry.setup:
+                    entry.setup()
+                for _ in range(max(3, per_round) + 1):  # warm up: imports, caches, prepared statements
+                    entry.run()
+                answers.write("ready\n")
+            elif command == "time":
+                answers.write(f"{_timed_turn(entry.run, per_round)!r}\n")
+            elif command == "end":
+                _verify(entry, verify)
+                answers.write("done\n")
+                return 0
+        return 1  # the parent went away
+    except (Exception, SystemExit):  # a failed check (SystemExit) too: sent to the parent
+        try:
+            answers.write("error " + json.dumps(traceback.format_exc()) + "\n")
+        except OSError:
+            pass
+        return 1
 
 
 def _median_with_ci(values: list[float]) -> tuple[float, float, float]:

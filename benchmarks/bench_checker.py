@@ -96,11 +96,12 @@ def main() -> None:
                 store.insert(Item(key, owner=key % 3, quantity=0, note="x" * 40))
         request = compare({"unchecked": make_wsgi_request(store, False), "checked": make_wsgi_request(store, True)},
                           baseline="unchecked", rounds=args.rounds, per_round=args.per_round,
-                          title="WSGI request: 20 reads + 5 writes in one SQLite transaction (generic API)")
+                          title="WSGI request: 20 reads + 5 writes in one SQLite transaction (generic API)",
+                          fork=False)  # no hooks to switch; one sqlite3 connection, never shared by processes
         print(request.summary("checked") + "\n")
         bare = compare({"unchecked": make_request(store, False), "checked": make_request(store, True)},
                        baseline="unchecked", rounds=args.rounds, per_round=args.per_round,
-                       title="data layer alone (no HTTP): 20 reads + 5 writes, the worst case")
+                       title="data layer alone (no HTTP): 20 reads + 5 writes, the worst case", fork=False)
         print(bare.summary("checked"))
         print(f"checker cost per read/write: {bare.cost_per('checked', 25) * 1e6:.2f} us")
         txnsafety.settings.enabled = True

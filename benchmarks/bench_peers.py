@@ -91,6 +91,7 @@ from benchmarks._switch import PatchSet, capture  # noqa: E402
 
 from django.conf import settings  # noqa: E402
 from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
+from django.db import connections  # noqa: E402
 from django.test import override_settings  # noqa: E402
 from webob import Request  # noqa: E402
 
@@ -167,7 +168,11 @@ def make_contenders(verbose: bool) -> tuple[dict[str, Contender], dict[str, Drop
                 request_app._state(True, True)()
         return setup
 
-    def served(setup, middleware: list[str]) -> Contender:
+    def traced() -> None:  # in the tracing contender's process, once its rounds are done
+        if not transports["sentry tracing"].envelopes:
+            raise SystemExit("sentry tracing sent no transaction: the contender did not trace")
+
+    def served(setup, middleware: list[str], verify=None) -> Contender:
         setup()   # the handler loads its middleware with the contender's patches in place
         with override_settings(MIDDLEWARE=[*middleware, *request_app.DEFAULT_STACK]):
             handler = WSGIHandler()
@@ -176,7 +181,7 @@ def make_contenders(verbose: bool) -> tuple[dict[str, Contender], dict[str, Drop
             status, _, body = Request.blank("/cart/?n=1").call_application(handler)
             b"".join(body)
             assert status == "200 OK", status
-        return Contender(request, setup)
+        return Contender(request, setup, verify)
 
     contenders = {
         "django": served(switch(None), []),
@@ -184,7 +189,7 @@ def make_contenders(verbose: bool) -> tuple[dict[str, Contender], dict[str, Drop
         "django-zeal": served(switch("django-zeal"), ["zeal.middleware.zeal_middleware"]),
         "nplusone": served(switch("nplusone"), ["nplusone.ext.django.NPlusOneMiddleware"]),
         "sentry errors": served(switch("sentry", clients["sentry errors"]), []),
-        "sentry tracing": served(switch("sentry", clients["sentry tracing"]), []),
+        "sentry tracing": served(switch("sentry", clients["sentry tracing"]), [], traced),
     }
     return contenders, transports
 
@@ -200,12 +205,17 @@ def main() -> None:
     if not args.worker_out:
         print("peers: " + ", ".join(f"{name} {metadata.version(name)}" for name in PEERS))
     request_app.setup_data()
+    os.register_at_fork(before=connections.close_all)  # each contender's child opens its own connection
     violations: list = []
     txnsafety.add_listener(violations.append)
+
+    def no_reports() -> None:  # run where the contenders ran (a forked child each, by default)
+        if violations:
+            raise SystemExit(f"unexpected violations: {violations}")
     contenders, transports = make_contenders(args.verbose)
     result = compare(contenders, baseline="django", rounds=args.rounds, per_round=args.per_round,
                      title="Django WSGI request, startproject's middleware: 20 reads + 5 writes in one SQLite "
-                           "transaction")
+                           "transaction", verify=no_reports)
     print()
     for name in contenders:
         if name != "django":
@@ -213,10 +223,6 @@ def main() -> None:
             print(f"{name:<16}{100 * (mid - 1):+7.1f} %   ({result.interval_label()} {100 * (low - 1):+.1f} to "
                   f"{100 * (high - 1):+.1f} %)")
     txnsafety.remove_listener(violations.append)
-    if violations:
-        raise SystemExit(f"unexpected violations: {violations}")
-    if (args.worker_out or args.processes == 1) and not transports["sentry tracing"].envelopes:
-        raise SystemExit("sentry tracing sent no transaction: the contender did not trace")
 
 
 if __name__ == "__main__":

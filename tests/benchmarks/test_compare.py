@@ -14,9 +14,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = f"""
-import argparse, statistics, sys
+import argparse, os, statistics, sys
 sys.path.insert(0, {str(REPO)!r})
-from benchmarks._compare import add_options, compare, start
+from benchmarks._compare import Contender, add_options, compare, start
 
 def work(n):
     total = 0
@@ -27,12 +27,26 @@ def work(n):
 parser = argparse.ArgumentParser()
 add_options(parser, processes=3)
 parser.add_argument("--fail-in-worker", action="store_true")
+parser.add_argument("--fail-verify", action="store_true")
 args = parser.parse_args()
 if args.fail_in_worker and args.worker_out:
     raise SystemExit("this worker fails on purpose")
 start(args)
-result = compare({{"base": lambda: work(20000), "double": lambda: work(40000)}}, baseline="base",
-                 rounds=15, per_round=2, title="doubled: twice the loop")
+setups = []
+pid = os.getpid()
+
+def once_where_forked():
+    if os.getpid() != pid and len(setups) != 1:
+        raise SystemExit(f"a forked contender was set up {{len(setups)}} times")
+    if args.fail_verify:
+        raise SystemExit("this contender's check fails on purpose")
+
+try:
+    result = compare({{"base": lambda: work(20000),
+                      "double": Contender(lambda: work(40000), lambda: setups.append(1), once_where_forked)}},
+                     baseline="base", rounds=15, per_round=2, title="doubled: twice the loop")
+finally:
+    print("CLEAN-UP", flush=True)
 figure, low, high = result.ratios["double"]
 print("FIGURE", figure, low, high, result.processes, len(result.per_process.get("double", [])))
 if result.processes > 1:
@@ -82,3 +96,24 @@ def test_a_failing_worker_fails_the_run_with_its_output(tmp_path: Path) -> None:
     assert "this worker fails on purpose" in done.stderr
     assert "worker process 1 failed" in done.stderr
     assert "FIGURE" not in done.stdout
+
+
+def test_contenders_in_forked_children_are_set_up_once_and_verified_there(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--processes", "1")
+    assert done.returncode == 0, done.stderr
+    assert "a forked child each" in done.stdout
+    # the children never went on into the script, nor ran its clean-ups
+    assert done.stdout.count("FIGURE") == 1 and done.stdout.count("CLEAN-UP") == 1
+
+    failed = _run(tmp_path, "--processes", "1", "--fail-verify")
+    assert failed.returncode != 0
+    assert "this contender's check fails on purpose" in failed.stderr
+    assert "FIGURE" not in failed.stdout
+
+
+def test_in_process_switches_the_contenders_per_turn(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--processes", "1", "--in-process")
+    assert done.returncode == 0, done.stderr
+    assert "all contenders in one process, switched per turn" in done.stdout
+    figure, low, high, _, _ = _figure(done.stdout)
+    assert 1.5 < low <= figure <= high < 2.6

@@ -111,6 +111,8 @@ _pooled: list[Comparison] | None = None
 _worker_out: str | None = None
 #: Time each contender in a forked child of its own (see the module docstring), or all here.
 _forked = True
+#: Pin the forked children to one core (see _one_core).
+_pin = True
 
 
 def add_options(parser: argparse.ArgumentParser, *, processes: int = 1) -> None:
@@ -121,6 +123,8 @@ def add_options(parser: argparse.ArgumentParser, *, processes: int = 1) -> None:
     parser.add_argument("--in-process", action="store_true",
                         help="time every contender in this process, switching hooks per turn (default: a forked "
                              "child per contender, hooks never switched)")
+    parser.add_argument("--any-core", action="store_true",
+                        help="let the scheduler place the forked children (default: all on one core)")
     parser.add_argument("--worker-out", help=argparse.SUPPRESS)
 
 
@@ -131,10 +135,11 @@ def start(args: argparse.Namespace) -> None:
     returns (and prints) the pooled figures of the workers' matching comparison
     instead of timing anything in this process.
     """
-    global _clock, _pooled, _worker_out, _forked
+    global _clock, _pooled, _worker_out, _forked, _pin
     _clock = time.perf_counter if args.wall else time.thread_time
     _worker_out = args.worker_out
     _forked = not args.in_process
+    _pin = not args.any_core
     if args.processes < 1:
         raise SystemExit("--processes must be at least 1")
     if _worker_out is None:
@@ -265,8 +270,10 @@ def _rounds_forked(entries: dict[str, Contender], rounds: int, per_round: int,
     names = list(entries)
     samples: dict[str, list[float]] = {name: [] for name in names}
     children: dict[str, _Child] = {}
+    allowed = _one_core()
+    first = os.getpid() % len(names)  # which contender is forked first varies from process to process
     try:
-        for name in names:
+        for name in names[first:] + names[:first]:
             children[name] = _Child.fork(entries[name], per_round, verify)
         for child in children.values():
             child.ask("ready")
@@ -279,7 +286,26 @@ def _rounds_forked(entries: dict[str, Contender], rounds: int, per_round: int,
     finally:
         for child in children.values():
             child.close()
+        if allowed is not None:
+            os.sched_setaffinity(0, allowed)
     return samples
+
+
+def _one_core() -> set[int] | None:
+    """Pin this process, and so the children it forks next, to one of its cores; the cores it had.
+
+    Left to the scheduler, two children could run on different cores for long stretches,
+    and on a shared machine one core is not as fast as the other (a neighbour on its
+    sibling thread, its caches): the turns of one contender would be timed on another
+    core than the other's.  The core is this process's id modulo the cores it may use,
+    so the pooled worker processes spread over them.
+    """
+    if not hasattr(os, "sched_setaffinity") or not _pin:
+        return None
+    allowed = os.sched_getaffinity(0)
+    cores = sorted(allowed)
+    os.sched_setaffinity(0, {cores[os.getpid() % len(cores)]})
+    return allowed
 
 
 @dataclass

@@ -482,6 +482,23 @@ def test_stale_lock_after_another_transaction_is_reported(stack, txnsafety_viola
     assert txnsafety_violations.codes() == expected
 
 
+def test_the_checker_puts_no_listener_on_the_engine(stack, txnsafety_violations):
+    """FOR UPDATE statements are noted where the ORM's statements pass anyway (``loading.instances``),
+    never by an engine-level listener: any ``ConnectionEvents`` listener puts every statement of
+    the engine, the application's unchecked ones too, on SQLAlchemy's evented path (about four
+    points of the PostgreSQL benchmark request by itself)."""
+    with stack.Main(expire_on_commit=False) as session:
+        acct = session.get(Account, 1)
+        session.commit()
+        session.execute(select(Account).with_for_update()).scalar_one()
+        acct.balance += 1
+        session.commit()
+    assert not stack.main.dispatch.before_execute
+    if is_pg(stack.url):  # (SQLite's engine has the BEGIN recipe's own listeners)
+        assert not stack.main._has_events  # private: the test that takes SQLAlchemy's evented path
+    assert txnsafety_violations.codes() == (["TXN104", "TXN112"] if is_pg(stack.url) else ["TXN104"])
+
+
 def test_for_update_of_an_identity_map_object_on_autocommit_is_txn108(stack, txnsafety_violations):
     with stack.Auto() as session:
         kept = session.get(Account, 1)  # held: the identity map keeps only objects the code keeps

@@ -5,16 +5,18 @@ where no public hook exists is asserted here, so that a SQLAlchemy release that
 moves it fails these tests loudly instead of silently weakening the checker.
 
 * ``Select._for_update_arg`` — whether a statement is FOR UPDATE (no public
-  accessor), read in ``ConnectionEvents.before_execute`` and in the load/refresh
-  events (``QueryContext.query``).
+  accessor), read in the wrapped ``loading.instances`` and in the refresh event
+  (``QueryContext.query``).
 * ``QueryContext.query`` — the statement a load/refresh event belongs to.
 * ``QueryContext.attributes`` — one dict for every row of one statement execution, a
   new one for each (the load hook keeps the statement's read there).
 * ``DEFAULT_STATE_ATTR`` — the attribute a mapped object keeps its InstanceState in
   (the checker asks it for the read left there, without ``inspect()``'s registry search).
-* Behaviour: ``before_execute`` receives the ORM's own Select (with
-  ``column_descriptions``) on the same ``Connection`` object that ``after_begin``
-  got for the Session's transaction.
+* Behaviour: ``loading.instances`` gets every FOR UPDATE statement of the ORM
+  (``Session.get``, ``select()`` of entities or of their columns, ``Session.refresh``)
+  with the ORM's own Select in ``QueryContext.query`` (with ``column_descriptions``);
+  the Session's statements run on the same ``Connection`` object that ``after_begin``
+  got for its transaction (Core checks find the Session there).
 * Behaviour: a FOR UPDATE re-read of an object already in the identity map emits
   no load/refresh event (the stale-lock trap we detect) and ``populate_existing``
   turns it into a refresh event; ``refresh`` gets ``attrs=None`` for a full
@@ -27,7 +29,7 @@ import asyncio
 
 import pytest
 from sqlalchemy import create_engine, event, select
-from sqlalchemy.orm import Mapper, Session
+from sqlalchemy.orm import Mapper, Session, loading
 
 from fixtures.sqla_app.models import Account, reset
 
@@ -65,26 +67,27 @@ def test_select_for_update_arg_is_where_we_read_it():
     assert select(Account).with_for_update(nowait=True)._for_update_arg.nowait is True
 
 
-def test_before_execute_sees_the_orm_statement_with_its_lock_and_entities(engine):
-    """ConnectionEvents.before_execute gets the ORM's own Select (FOR UPDATE readable,
-    ``column_descriptions`` naming the entity) for Session.get and select()."""
+def test_loading_instances_gets_every_orm_statement_with_its_lock_and_entities(engine, monkeypatch):
+    """``loading.instances`` (which the integration wraps) gets the ORM's own Select (FOR UPDATE
+    readable, ``column_descriptions`` naming the entity) for Session.get, select() of the entity
+    or of one of its columns, and Session.refresh: where FOR UPDATE statements are noted."""
     seen = []
+    original = loading.instances
 
-    def capture(conn, clauseelement, multiparams, params, execution_options):
-        entities = [d.get("entity") for d in getattr(clauseelement, "column_descriptions", ())]
-        seen.append((getattr(clauseelement, "_for_update_arg", None) is not None, entities))
+    def capture(cursor, context):
+        entities = [d.get("entity") for d in context.query.column_descriptions]
+        seen.append((getattr(context.query, "_for_update_arg", None) is not None, entities))
+        return original(cursor, context)
 
-    event.listen(engine, "before_execute", capture)
-    try:
-        with Session(engine) as session:
-            session.get(Account, 1)
-            session.get(Account, 1, with_for_update=True)
-            session.execute(select(Account).where(Account.id == 1).with_for_update()).all()
-            session.refresh(session.get(Account, 1), with_for_update=True)
-    finally:
-        event.remove(engine, "before_execute", capture)
+    monkeypatch.setattr(loading, "instances", capture)
+    with Session(engine) as session:
+        session.get(Account, 1)
+        session.get(Account, 1, with_for_update=True)
+        session.execute(select(Account).where(Account.id == 1).with_for_update()).all()
+        session.execute(select(Account.balance).where(Account.id == 1).with_for_update()).all()
+        session.refresh(session.get(Account, 1), with_for_update=True)
     assert seen[0] == (False, [Account])
-    assert seen.count((True, [Account])) == 3       # get, select, refresh: each FOR UPDATE
+    assert seen.count((True, [Account])) == 4       # get, select, select of a column, refresh
 
 
 def test_the_session_executes_on_the_connection_after_begin_saw(engine):

@@ -19,10 +19,12 @@ extension.  What happens then:
 * **Identity-map trap.**  A ``FOR UPDATE`` re-read (``with_for_update()``,
   ``Session.get(..., with_for_update=True)``) of an object already in the Session
   locks the row but does not refresh the object.  The FOR UPDATE statements of a
-  root transaction are noted on the connection (``ConnectionEvents.before_execute``,
-  one attribute look-up per statement; ``do_orm_execute`` would make SQLAlchemy
-  prepare every ORM statement twice); a write of an object read *before* such a
-  statement of its model, and not refreshed by it, is stale-locked (TXN112)
+  root transaction are noted where every ORM statement passes (the wrapped
+  ``loading.instances``, :func:`.reads.note_lock`); no engine listener
+  (``before_execute`` put every statement on SQLAlchemy's slower evented path:
+  about four points of the PostgreSQL request) and no ``do_orm_execute`` (SQLAlchemy
+  would prepare every ORM statement twice).  A write of an object read *before*
+  such a statement of its model, and not refreshed by it, is stale-locked (TXN112)
   unless the transaction's snapshot makes it current anyway.  On an AUTOCOMMIT
   connection the statement itself is TXN108.
 * **Writes.**  ``MapperEvents.before_update`` (inside the flush, with the
@@ -47,7 +49,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 
-from .. import check_then_act, checker
+from .. import checker
 from ..config import settings
 from ..context import Transaction, current_scope, current_state, new_transaction
 from ..policies import Policy
@@ -56,7 +58,7 @@ from . import reads
 from .changes import changed_columns, from_read
 from .classes import classes as _classes, info as _info
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
-from .reads import (INFO_KEY, LOCK_PROBE as _LOCK_PROBE, READ_ATTR as _READ_ATTR, newer_read, on_pickle, on_refresh,
+from .reads import (INFO_KEY, READ_ATTR as _READ_ATTR, newer_read, on_pickle, on_refresh,
                     on_unpickle, read_of)
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
@@ -155,52 +157,9 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
         checker.log.exception("txnsafety: could not determine the isolation of %r", connection)
         verdict = Verdict(True, "unknown", False, connection.dialect.name, "")
     state.join(verdict)
-    # FOR UPDATE statements (engine event, below) and Core checks (lookups.py) are seen on the
-    # connection: tell this Connection (one checkout, not the pooled DBAPI connection, which
-    # other code reuses later) whose transaction it runs.
+    # Core checks (lookups.py) are seen on the connection: tell this Connection (one checkout,
+    # not the pooled DBAPI connection, which other code reuses later) whose transaction it runs.
     connection.__dict__[_CONN_KEY] = weakref.ref(state)
-    engine = connection.engine
-    if not engine.__dict__.get(_MARK):
-        # Dialects that render no FOR UPDATE (SQLite) take no row locks: nothing to note
-        # there, and no engine event to pay for (TXN108 still comes from the rows loaded).
-        if verdict.dialect not in IGNORES_FOR_UPDATE:
-            event.listen(engine, "before_execute", _before_execute, retval=True)
-        engine.__dict__[_MARK] = True
-
-
-def _before_execute(conn: Any, clauseelement: Any, multiparams: Any, params: Any,
-                    execution_options: Any) -> tuple[Any, Any, Any]:
-    """``ConnectionEvents.before_execute``: note the FOR UPDATE statements of a Session.
-
-    Why here and not in ``SessionEvents.do_orm_execute``: any ``do_orm_execute``
-    listener makes SQLAlchemy prepare every ORM statement twice.  This costs one
-    call and one attribute look-up per statement (``retval=True`` spares
-    SQLAlchemy's wrapper call; statement and parameters go through unchanged).
-    """
-    if getattr(clauseelement, "_for_update_arg", None) is not None:  # private; pinned by test_private_api.py
-        _note_lock(conn, clauseelement)
-    return clauseelement, multiparams, params
-
-
-def _note_lock(conn: Any, clauseelement: Any) -> None:
-    ref = conn.__dict__.get(_CONN_KEY)
-    state = ref() if ref is not None else None
-    scope = current_scope()
-    if state is None or state.root is None or scope is None or not settings.enabled:
-        return
-    try:
-        classes = tuple(d["entity"] for d in clauseelement.column_descriptions
-                        if isinstance(d.get("entity"), type))
-    except Exception:  # a Core select without ORM entities
-        classes = ()
-    if state.txn is None:  # AUTOCOMMIT: the lock ends with the statement (TXN108)
-        for cls in classes:
-            checker.record_read(_LOCK_PROBE, model=cls, transaction=None, for_update=True)
-            checker.forget(_LOCK_PROBE)
-        return
-    if classes and not state.ignores_for_update:
-        state.locks.append((scope.tick(), classes))
-        check_then_act.note_row_lock(scope, state.txn)  # a check after it is serialized (TXN105)
 
 
 def _earlier_read(obj: Any, cls: type, state: Any) -> None:

@@ -35,7 +35,7 @@ from sqlalchemy.orm import loading
 from sqlalchemy.orm.base import DEFAULT_STATE_ATTR
 from sqlalchemy.orm.state import InstanceState
 
-from .. import checker
+from .. import check_then_act, checker
 from ..config import settings
 from ..context import current_state
 from ..policies import cached_policy, policy_of
@@ -114,7 +114,39 @@ def _instances(cursor: Any, context: Any) -> Any:
             refreshed = (refresh_state, read_of(refresh_state))
         except Exception:
             log.exception("txnsafety: internal error while reading a refreshed object's read")
+    if getattr(context.query, "_for_update_arg", None) is not None:
+        try:  # before its rows are made: an object it does not refresh was read before the lock
+            note_lock(session_state, context, scope)
+        except StompingError:
+            raise
+        except Exception:
+            log.exception("txnsafety: internal error while noting a FOR UPDATE statement (the request goes on)")
     return _noted(_original_instances(cursor, context), session_state, context, refreshed)
+
+
+def note_lock(session_state: Any, context: Any, scope: Any) -> None:
+    """A FOR UPDATE statement of the Session's root transaction: note the row lock it takes.
+
+    A later write of an object of its classes read *before* it, and not refreshed by it
+    (an identity-map hit keeps the old values), is stale-locked (TXN112); a check after
+    it is serialized (TXN105).  On an AUTOCOMMIT connection the statement itself is TXN108.
+
+    Noted here, where every ORM statement passes anyway, and not in an engine-level
+    ``ConnectionEvents.before_execute`` listener: any engine listener puts SQLAlchemy's
+    every statement on its slower evented path, which cost the PostgreSQL request about
+    four points by itself (docs/performance.md, fifth round).
+    """
+    if session_state.root is None or session_state.ignores_for_update:
+        return  # SQLite renders no FOR UPDATE: no lock (rows loaded FOR UPDATE still report TXN108)
+    classes = _entity_classes(context)
+    if session_state.txn is None:  # AUTOCOMMIT: the lock ends with the statement (TXN108)
+        for cls in classes:
+            checker.record_read(LOCK_PROBE, model=cls, transaction=None, for_update=True)
+            checker.forget(LOCK_PROBE)
+        return
+    if classes:
+        session_state.locks.append((scope.tick(), classes))
+        check_then_act.note_row_lock(scope, session_state.txn)
 
 
 def _noted(result: Any, session_state: Any, context: Any, refreshed: Any) -> Any:

@@ -257,6 +257,15 @@ def test_forget_drops_a_read_left_on_the_object(stack):
         assert stamp(acct) is not None
 
 
+def test_a_forgotten_object_stays_forgotten_when_its_session_closes(stack):
+    """Closing the Session leaves each object's read on it, but not over a read left there for the
+    same values already (forget(), merge()): a forgotten object is not taken in again."""
+    with stack.Main() as session:
+        acct = session.get(Account, 1)
+        txnsafety.forget(acct)
+    assert stamp(acct) is None
+
+
 def test_an_atomic_rewrite_of_a_written_once_row_is_still_txn110(stack, txnsafety_violations):
     """The read left on the object is taken in before any write of it is judged, also a
     write that only sets SQL expressions (atomic, but still a re-write)."""
@@ -295,7 +304,8 @@ def test_reads_pickled_before_deferred_reads_still_count(stack, txnsafety_violat
     counts as read in an earlier request, and pickles again."""
     import pickle
 
-    from txnsafety.sqlalchemy.reads import READ_ATTR as _READ_ATTR, on_unpickle as _on_unpickle
+    from txnsafety.sqlalchemy.detached import on_unpickle as _on_unpickle
+    from txnsafety.sqlalchemy.reads import READ_ATTR as _READ_ATTR
     with stack.Weak(expire_on_commit=False) as session:
         counter = session.get(Counter, 1)
         state = inspect(counter)

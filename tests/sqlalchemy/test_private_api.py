@@ -438,12 +438,12 @@ def test_a_query_context_gets_partials_when_its_first_rows_are_made(engine):
 
 
 def test_objects_leave_a_session_through_detach_states(engine):
-    """reads.py wraps ``InstanceState._detach_states`` (a classmethod), which ``close()``,
+    """detached.py wraps ``InstanceState._detach_states`` (a classmethod), which ``close()``,
     ``expunge()`` and ``expunge_all()`` call with the states leaving."""
     from sqlalchemy import inspect
     from sqlalchemy.orm.state import InstanceState
-    from txnsafety.sqlalchemy import reads
-    assert isinstance(reads._original_detach, classmethod)
+    from txnsafety.sqlalchemy import detached
+    assert isinstance(detached._original_detach, classmethod)
     calls = []
     original = InstanceState.__dict__["_detach_states"]
 

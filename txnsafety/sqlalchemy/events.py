@@ -54,12 +54,12 @@ from ..config import settings
 from ..context import Transaction, current_scope, current_state, new_transaction
 from ..policies import Policy
 from ..report import StompingError
-from . import reads
+from . import detached, reads
 from .changes import changed_columns, from_read
 from .classes import classes as _classes, info as _info
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
-from .reads import (INFO_KEY, READ_ATTR as _READ_ATTR, newer_read, on_pickle, on_refresh,
-                    on_unpickle, read_of)
+from .detached import on_pickle, on_unpickle
+from .reads import INFO_KEY, READ_ATTR as _READ_ATTR, newer_read, on_refresh, read_of
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
 
@@ -330,6 +330,7 @@ def _install_mapper_events() -> None:
         for name, fn, kw in _MAPPER_EVENTS:
             event.listen(Mapper, name, fn, **kw)
         reads.install()
+        detached.install()
         for install, _ in _PATCHES:
             install()
         _installed = True
@@ -344,6 +345,7 @@ def _uninstall_mapper_events() -> None:
         for name, fn, _kw in _MAPPER_EVENTS:
             event.remove(Mapper, name, fn)
         reads.uninstall()
+        detached.uninstall()
         for _, uninstall in _PATCHES:
             uninstall()
         _installed = False

@@ -51,6 +51,9 @@ INFO_KEY = "txnsafety"
 READ_ATTR = "_txnsafety_read"
 #: ... and the ``runid`` the state had then: the read counts while the state keeps it.
 RUNID_ATTR = "_txnsafety_runid"
+#: On an InstanceState its Session let go of: that Session's notes (``runid`` -> read), where
+#: the state's read is looked up once no Session answers for it (see detached.py).
+KEPT_ATTR = "_txnsafety_kept"
 #: Where a mapped object keeps its InstanceState (private; pinned by test): a getattr,
 #: where ``sqlalchemy.inspect()`` would search the registry by type for every object asked about.
 STATE_ATTR = DEFAULT_STATE_ATTR
@@ -342,7 +345,8 @@ def read_of(state: Any) -> tuple[Any, ...] | None:
     """The read that counts for the object of ``state``, or None (never read under a scope).
 
     The read left on the state, while the state keeps the ``runid`` it was left for;
-    else the read its Session noted under the state's ``runid``.
+    else the read its Session noted under the state's ``runid`` (the Session it is in, or
+    the one that let it go).
     """
     own = getattr(state, READ_ATTR, None)
     if type(own) is not tuple or len(own) not in (6, 8):
@@ -355,8 +359,11 @@ def read_of(state: Any) -> tuple[Any, ...] | None:
     session = state.session if isinstance(state, InstanceState) else None
     session_state = session.info.get(INFO_KEY) if session is not None else None
     entry = session_state.reads.get(runid) if session_state is not None else None
-    if entry is None:
-        return own  # loaded by a statement nobody noted (no scope, checker off): as before
+    if entry is None:  # the notes of the Session that let it go (detached.py)
+        kept = state.__dict__.get(KEPT_ATTR) if isinstance(state, InstanceState) else None
+        entry = kept.get(runid) if kept is not None else None
+        if entry is None:
+            return own  # loaded by a statement nobody noted (no scope, checker off): as before
     if len(entry) == 8:
         return read_for(entry, state.class_)
     return entry if len(entry) == 6 else None
@@ -397,39 +404,7 @@ class InstanceReads:
 instance_reads = InstanceReads()
 
 
-# -- objects leaving their Session, and pickles ----------------------------------------------------
-
-def _detach_states(cls: Any, states: Any, session: Any, to_transient: bool = False) -> Any:
-    """``InstanceState._detach_states``: leave each object's read on it before it goes."""
-    session_state = session.info.get(INFO_KEY) if session is not None else None
-    if session_state is not None and session_state.reads:
-        states = states if isinstance(states, list) else list(states)
-        try:
-            _keep_reads(states, session_state.reads)
-        except Exception:
-            log.exception("txnsafety: internal error while keeping the reads of detached objects")
-    return _original_detach.__func__(cls, states, session, to_transient)
-
-
-_original_detach = InstanceState.__dict__["_detach_states"]
-
-
-def _keep_reads(states: list[Any], reads: dict[int, tuple[Any, ...]]) -> None:
-    """Runs for every object a Session lets go of (``close()``): written flat, through the
-    state's own ``__dict__`` (InstanceState keeps one for its memoized properties), and the
-    statement's read is left as it was noted (:func:`read_of` resolves it for the class)."""
-    get = reads.get
-    for state in states:
-        runid = state.runid
-        entry = get(runid)
-        if entry is None:
-            continue  # never noted (no request, another Session's object)
-        own = state.__dict__
-        if own.get(RUNID_ATTR, _MISSING) == runid:
-            continue  # a read left on it for these values already (merge, forget)
-        own[READ_ATTR] = entry if len(entry) in (6, 8) else None
-        own[RUNID_ATTR] = runid
-
+# -- refreshes ------------------------------------------------------------------------------------
 
 def on_refresh(state: Any, context: Any, attrs: Any) -> None:
     """``InstanceEvents.refresh``: an object already in the Session got values from a statement.
@@ -460,45 +435,13 @@ def on_refresh(state: Any, context: Any, attrs: Any) -> None:
         log.exception("txnsafety: internal error while noting a SQLAlchemy refresh (the request goes on)")
 
 
-def on_pickle(state: Any, state_dict: dict[str, Any]) -> None:
-    """``InstanceEvents.pickle``: carry the read's mark into a pickled object.
-
-    A cache that pickles entities (dogpile.cache, Redis) is where Khan's cached
-    entity lives; ``InstanceState.__getstate__`` keeps ``info`` but not our own
-    attribute.  The leases are dropped: a lease is not the later request's, and
-    need not pickle; the site (plain strings and a number) is kept for the report.
-    """
-    read = read_of(state)
-    if read is not None:
-        state_dict[READ_ATTR] = _pickled_read(read[4])
-
-
-def _pickled_read(site: Any) -> tuple[Any, ...]:
-    """What a read becomes in a pickle: no request, tick, transaction or lease; its site."""
-    return _PICKLED_READ if site is None else (None, 0, None, (), site, False)
-
-
-_PICKLED_READ: tuple[Any, ...] = (None, 0, None, (), None, False)
-
-
-def on_unpickle(state: Any, state_dict: dict[str, Any]) -> None:
-    """``InstanceEvents.unpickle``: restore the mark :func:`on_pickle` carried."""
-    read = state_dict.get(READ_ATTR)
-    if type(read) is tuple and len(read) == 2:  # pickled by txnsafety 0.x before deferred reads: (leases, site)
-        read = _pickled_read(read[1])
-    if type(read) is tuple and len(read) == 6:
-        leave_read(state, read)
-
-
 # -- install ------------------------------------------------------------------------------------------
 
 def install() -> None:
     loading.instances = _instances
-    InstanceState._detach_states = classmethod(_detach_states)  # type: ignore[assignment]
     checker.add_deferred_reads(instance_reads)
 
 
 def uninstall() -> None:
     loading.instances = _original_instances
-    InstanceState._detach_states = _original_detach  # type: ignore[assignment]
     checker.remove_deferred_reads(instance_reads)

@@ -16,6 +16,7 @@ The ratio ``checked / django`` is the overhead (target, DESIGN.md: within 5 %).
 A second table times the ORM work alone (no HTTP), the worst case for the ratio.
 
     python benchmarks/bench_django.py [--rounds 100] [--per-round 3] [--sample-rate 0.1] [--wall] [--postgres URL]
+    python benchmarks/bench_django.py --loop checked --calls 120   # untimed, for cachegrind
 
 ``--postgres URL``: the same on PostgreSQL (read committed, Django's default: the
 counters are locked with ``select_for_update()``), in a private database per process
@@ -184,9 +185,20 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=3)
     parser.add_argument("--sample-rate", type=float, default=0.1,
                         help="the share of requests the sampled contender checks (default 0.1)")
+    parser.add_argument("--loop", metavar="NAME",
+                        help="serve one contender of the WSGI request (no other middleware) --calls times, untimed "
+                             "(instruction counts: benchmarks/count_instructions.py)")
+    parser.add_argument("--calls", type=int, default=100)
     add_options(parser, processes=5)
     _pg.add_option(parser)
     args = parser.parse_args()
+    if args.loop:
+        setup_data()
+        contender = make_contenders(http=True, stack=[])[args.loop]
+        contender.setup()
+        for _ in range(5 + args.calls):  # five to warm the caches
+            contender.run()
+        return
     start(args)
     setup_data()
     os.register_at_fork(before=connections.close_all)  # each contender's child opens its own connection

@@ -1,0 +1,131 @@
+"""Instructions per request, checker on against off, counted by cachegrind: the timed benchmarks' deterministic twin.
+
+On this shared 2-core machine a timed figure moves by two to three points from one run
+to the next, more than the +2 % the checker is allowed on a request: a change of one
+point cannot be seen in CPU time without many runs.  Instructions can: ``valgrind
+--tool=cachegrind`` counts the instructions a process executes, and with the address
+space laid out the same each time (``setarch -R``) and the same hash seed, the same
+binary and inputs give the same count, whatever else the machine is doing (two runs of
+each contender agreed to within ten instructions of three billion).
+
+Each case serves one contender of a benchmark (their ``--loop NAME --calls N`` mode,
+untimed) twice, at a low and a high number of calls; the difference divided by the calls
+between is the per-request count, start-up and warm-up cancelling out; the figure is the
+median over a few stack layouts (``--layouts``, see :func:`per_request`).  The checker's
+share is then ``checked / bare - 1``, printed per case.
+
+What instructions do not show: cache and branch-predictor misses, the kernel's work,
+waits.  The timed benchmarks (``bench_sqlalchemy.py``, ``bench_django.py``,
+``bench_rows.py``) remain the figures the targets are stated in; this one says where a
+change moved the work, exactly, and is how each change of docs/performance.md's fifth
+round was checked before it was timed.
+
+    python benchmarks/count_instructions.py                       # every case, SQLite (about 15 min)
+    python benchmarks/count_instructions.py --only django-list --only sqlalchemy-list
+    python benchmarks/count_instructions.py --postgres postgresql://USER:PASSWORD@HOST:5432/DB
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark's request: its script, the bare and the checked contender, and the calls to count."""
+
+    name: str
+    script: str
+    bare: str
+    checked: str
+    low: int = 20
+    high: int = 120
+
+
+CASES = (
+    Case("sqlalchemy-request", "bench_sqlalchemy.py", "sqlalchemy", "checked"),
+    Case("django-request", "bench_django.py", "django", "checked"),
+    Case("sqlalchemy-list", "bench_rows.py", "sqlalchemy", "sqlalchemy checked", low=10, high=60),
+    Case("django-list", "bench_rows.py", "django", "django checked", low=10, high=60),
+)
+TITLES = {
+    "sqlalchemy-request": "SQLAlchemy WSGI request, 20 reads + 5 writes",
+    "django-request": "Django WSGI request, 20 reads + 5 writes (no other middleware)",
+    "sqlalchemy-list": "SQLAlchemy list endpoint, 200 rows",
+    "django-list": "Django list endpoint, 200 rows",
+}
+
+
+def _tools() -> list[str]:
+    """The command prefix; a missing tool is an error that names it."""
+    for tool, package in (("valgrind", "valgrind"), ("setarch", "util-linux")):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"count_instructions: {tool} is not installed (Debian: apt-get install {package})")
+    return ["setarch", "-R", "valgrind", "--tool=cachegrind", "--cache-sim=no"]
+
+
+def count(script: str, contender: str, calls: int, postgres: str | None, pad: int) -> int:
+    """Instructions of one run of ``script --loop contender --calls calls``, its stack moved by ``pad`` bytes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [*_tools(), f"--cachegrind-out-file={os.path.join(tmp, 'cg.out')}",
+                   sys.executable, os.path.join(HERE, script), "--loop", contender, "--calls", str(calls)]
+        if postgres:
+            command += ["--postgres", postgres]
+        env = {**os.environ, "PYTHONHASHSEED": "0", "TXNSAFETY_LAYOUT_PAD": "x" * pad}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"count_instructions: {script} --loop {contender!r} failed (exit {done.returncode}):\n"
+                         f"{done.stdout}{done.stderr[-3000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def per_request(case: Case, contender: str, postgres: str | None, layouts: int, pool: ThreadPoolExecutor) -> float:
+    """The median over ``layouts`` stack layouts of the per-request count.
+
+    With the address space fixed, where objects land still follows from the size of the
+    environment and the command line, and the work does too (SQLAlchemy keeps objects in
+    sets and dicts keyed by ``id()``): one layout's count moved by about 1 % of the request
+    (150 k instructions) with the length of a file name.  So each contender runs under
+    several layouts, the environment padded so that both contenders' command lines weigh
+    the same in each."""
+    even = max(len(case.bare), len(case.checked)) - len(contender)
+    runs = [(pool.submit(count, case.script, contender, case.low, postgres, 64 * i + even),
+             pool.submit(count, case.script, contender, case.high, postgres, 64 * i + even)) for i in range(layouts)]
+    return statistics.median((high.result() - low.result()) / (case.high - case.low) for low, high in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=[case.name for case in CASES],
+                        help="count this case (repeatable; default: all)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="valgrind runs at once")
+    parser.add_argument("--layouts", type=int, default=3, help="stack layouts per contender (median; default 3)")
+    parser.add_argument("--postgres", metavar="URL", help="on PostgreSQL (a private database per run)")
+    args = parser.parse_args()
+    _tools()
+    cases = [case for case in CASES if not args.only or case.name in args.only]
+    where = "PostgreSQL" if args.postgres else "SQLite"
+    print(f"instructions per request (cachegrind, setarch -R, PYTHONHASHSEED=0; median of {args.layouts} "
+          f"layouts), {where}")
+    print(f"  {'request':<66}{'bare':>12}{'checked':>12}{'added':>10}{'share':>9}")
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for case in cases:
+            bare = per_request(case, case.bare, args.postgres, args.layouts, pool)
+            checked = per_request(case, case.checked, args.postgres, args.layouts, pool)
+            print(f"  {TITLES[case.name]:<66}{bare / 1e6:>10.3f} M{checked / 1e6:>10.3f} M"
+                  f"{(checked - bare) / 1e3:>8.0f} k{100 * (checked / bare - 1):>+8.2f} %", flush=True)
+
+
+if __name__ == "__main__":
+    main()

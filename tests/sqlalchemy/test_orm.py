@@ -481,13 +481,18 @@ def test_stale_lock_inside_one_serializable_transaction_is_not_reported(stack, t
     assert txnsafety_violations == []
 
 
-def test_stale_lock_after_another_transaction_is_reported(stack, txnsafety_violations):
+def _stale_lock(stack) -> None:
+    """Read, commit, lock the row FOR UPDATE (an identity-map hit: not refreshed), write."""
     with stack.Main(expire_on_commit=False) as session:
         acct = session.get(Account, 1)
         session.commit()
         session.execute(select(Account).with_for_update()).scalar_one()
         acct.balance += 1
         session.commit()
+
+
+def test_stale_lock_after_another_transaction_is_reported(stack, txnsafety_violations):
+    _stale_lock(stack)
     expected = ["TXN104", "TXN112"] if is_pg(stack.url) else ["TXN104"]
     assert txnsafety_violations.codes() == expected
 
@@ -497,12 +502,7 @@ def test_the_checker_puts_no_listener_on_the_engine(stack, txnsafety_violations)
     never by an engine-level listener: any ``ConnectionEvents`` listener puts every statement of
     the engine, the application's unchecked ones too, on SQLAlchemy's evented path (about four
     points of the PostgreSQL benchmark request by itself)."""
-    with stack.Main(expire_on_commit=False) as session:
-        acct = session.get(Account, 1)
-        session.commit()
-        session.execute(select(Account).with_for_update()).scalar_one()
-        acct.balance += 1
-        session.commit()
+    _stale_lock(stack)
     assert not stack.main.dispatch.before_execute
     if is_pg(stack.url):  # (SQLite's engine has the BEGIN recipe's own listeners)
         assert not stack.main._has_events  # private: the test that takes SQLAlchemy's evented path

@@ -26,13 +26,13 @@ runs N times in fresh worker processes, one after the other, and the figure is t
 median of their N medians, printed with their range; the per-process figures are
 printed too.
 
-**Each contender in a forked twin, hooks never switched (the default).**  Switching a
+**Each contender in a forked child, hooks never switched (the default).**  Switching a
 library's hooks in and out of one process between turns is no state production is ever
-in: every switch rebinds module globals and class attributes, which invalidates
-CPython's specialized bytecode (module dict versions, type version tags) that then
-re-specializes only after an exponentially growing back-off.  On the SQLAlchemy request
-that artefact alone was about 3 points of a measured +6.7 % (docs/performance.md,
-"Fifth round").  So each contender gets a child forked from the benchmark process once
+in: a switch rebinds module globals and class attributes, whose cost may outlast the
+one untimed call after it, and state the hooks leave behind (a listener the checker put
+on a shared engine) is then paid by the baseline too, which hid about five points of the
+checker's cost on the PostgreSQL SQLAlchemy request (docs/performance.md, "Fifth
+round").  So each contender gets a child forked from the benchmark process once
 its data is set up (same hash seed, same memory layout up to the fork); the child runs
 the contender's ``setup`` once, warms up, and then times one turn each time the parent
 asks, in the same rotating rounds, one child at a time.  ``--in-process`` times all
@@ -274,7 +274,7 @@ def _rounds_forked(entries: dict[str, Contender], rounds: int, per_round: int,
     first = os.getpid() % len(names)  # which contender is forked first varies from process to process
     try:
         for name in names[first:] + names[:first]:
-            children[name] = _Child.fork(entries[name], per_round, verify)
+            children[name] = _Child.fork(entries[name], per_round, verify, list(children.values()))
         for child in children.values():
             child.ask("ready")
         for r in range(rounds):
@@ -317,7 +317,8 @@ class _Child:
     answers: Any
 
     @classmethod
-    def fork(cls, entry: Contender, per_round: int, verify: Callable[[], None] | None) -> "_Child":
+    def fork(cls, entry: Contender, per_round: int, verify: Callable[[], None] | None,
+             siblings: list["_Child"]) -> "_Child":
         to_child, from_parent = os.pipe()[::-1]
         from_child, to_parent = os.pipe()
         sys.stdout.flush()
@@ -326,6 +327,9 @@ class _Child:
         if pid == 0:  # the child: never returns into the benchmark (its cleanups are the parent's)
             os.close(to_child)
             os.close(from_child)
+            for sibling in siblings:  # else an earlier child would never see its parent hang up
+                os.close(sibling.commands.fileno())
+                os.close(sibling.answers.fileno())
             code = 1
             try:
                 code = _serve(entry, per_round, verify, os.fdopen(from_parent, "r"), os.fdopen(to_parent, "w", 1))

@@ -28,6 +28,7 @@ parser = argparse.ArgumentParser()
 add_options(parser, processes=3)
 parser.add_argument("--fail-in-worker", action="store_true")
 parser.add_argument("--fail-verify", action="store_true")
+parser.add_argument("--fail-first-setup", metavar="FILE", help="the contender set up first fails (three contenders)")
 args = parser.parse_args()
 if args.fail_in_worker and args.worker_out:
     raise SystemExit("this worker fails on purpose")
@@ -40,6 +41,17 @@ def once_where_forked():
         raise SystemExit(f"a forked contender was set up {{len(setups)}} times")
     if args.fail_verify:
         raise SystemExit("this contender's check fails on purpose")
+
+def first_setup_fails():
+    try:
+        os.close(os.open(args.fail_first_setup, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return
+    raise SystemExit("the contender set up first fails on purpose")
+
+if args.fail_first_setup:
+    compare({{name: Contender(lambda: work(100), first_setup_fails) for name in ("a", "b", "c")}},
+            baseline="a", rounds=3, per_round=1)
 
 try:
     result = compare({{"base": lambda: work(20000),
@@ -60,7 +72,7 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+                          timeout=60)
 
 
 def _figure(output: str) -> tuple[float, float, float, int, int]:
@@ -117,3 +129,11 @@ def test_in_process_switches_the_contenders_per_turn(tmp_path: Path) -> None:
     assert "all contenders in one process, switched per turn" in done.stdout
     figure, low, high, _, _ = _figure(done.stdout)
     assert 1.5 < low <= figure <= high < 2.6
+
+
+def test_a_child_that_fails_ends_the_run_and_its_siblings(tmp_path: Path) -> None:
+    """Three forked contenders, the first set up fails: the run fails with its message and does not
+    hang (a later child once held an earlier one's pipe open, so that one never saw its parent go)."""
+    done = _run(tmp_path, "--processes", "1", "--fail-first-setup", str(tmp_path / "first"))
+    assert done.returncode != 0
+    assert "the contender set up first fails on purpose" in done.stderr

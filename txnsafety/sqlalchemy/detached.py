@@ -4,8 +4,9 @@ A read is noted per statement in the Session's state (:mod:`.reads`), found thro
 object's ``runid``.  An object kept after its Session let it go (a cache, a module
 global, a pickle in Redis: Khan's cached entity) still has to say when, and under what,
 it was read, so that a write of it in a later request is judged against that read
-(TXN101 / TXN102): the read is left on the object's InstanceState as it goes, and
-carried through pickling by the public ``InstanceEvents.pickle`` / ``unpickle``.
+(TXN101 / TXN102): the Session's notes are left on the object's InstanceState as it
+goes (its read is looked up there by ``runid``), and the read is carried through
+pickling by the public ``InstanceEvents.pickle`` / ``unpickle``.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .reads import INFO_KEY, KEPT_ATTR, READ_ATTR, leave_read, log, read_of
 
 
 def _detach_states(cls: Any, states: Any, session: Any, to_transient: bool = False) -> Any:
-    """``InstanceState._detach_states``: leave each object's read on it before it goes."""
+    """``InstanceState._detach_states``: leave the Session's notes on each object before it goes."""
     session_state = session.info.get(INFO_KEY) if session is not None else None
     if session_state is not None and session_state.reads:
         states = states if isinstance(states, list) else list(states)

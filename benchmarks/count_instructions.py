@@ -6,21 +6,30 @@ point cannot be seen in CPU time without many runs.  Instructions can: ``valgrin
 --tool=cachegrind`` counts the instructions a process executes, and with the address
 space laid out the same each time (``setarch -R``) and the same hash seed, the same
 binary and inputs give the same count, whatever else the machine is doing (two runs of
-each contender agreed to within ten instructions of three billion).
+each contender agreed to within ten instructions of three billion).  The layout still
+moves the work itself: Django's requests by a few hundredths of a point, SQLAlchemy's
+request by up to a point and a half (:func:`per_request`), so a change to the SQLAlchemy
+side needs several layouts to show.
 
 Each case serves one contender of a benchmark (their ``--loop NAME --calls N`` mode,
 untimed) twice, at a low and a high number of calls; the difference divided by the calls
-between is the per-request count, start-up and warm-up cancelling out; the figure is the
-median over a few stack layouts (``--layouts``, see :func:`per_request`).  The checker's
-share is then ``checked / bare - 1``, printed per case.
+between is the per-request count, start-up and warm-up cancelling out.  Each layout (hash
+seed and stack, ``--layouts``, see :func:`per_request`) gives the checker's share,
+``checked / bare - 1``; the figure is the median of the layouts' shares, printed with
+each layout's.
 
 What instructions do not show: cache and branch-predictor misses, the kernel's work,
-waits.  The timed benchmarks (``bench_sqlalchemy.py``, ``bench_django.py``,
-``bench_rows.py``) remain the figures the targets are stated in; this one says where a
+waits.  The checker's instructions cost more time than the request's average ones: they
+are spread over many small functions, each a few more instruction-cache misses and
+mispredicted indirect branches (cachegrind's simulation of the SQLAlchemy request: +4 %
+of each, for about +2 % of instructions), where ~1 % of instructions of one tight Python
+loop added to the bare request cost +0.7 % of its time (docs/performance.md, sixth round).
+The timed benchmarks (``bench_sqlalchemy.py``, ``bench_django.py``, ``bench_rows.py``)
+remain the figures the targets are stated in; this one says where a
 change moved the work, exactly, and is how each change of docs/performance.md's fifth
 round was checked before it was timed.
 
-    python benchmarks/count_instructions.py                       # every case, SQLite (about 15 min)
+    python benchmarks/count_instructions.py                       # every case, SQLite (about 25 min)
     python benchmarks/count_instructions.py --only django-list --only sqlalchemy-list
     python benchmarks/count_instructions.py --postgres postgresql://USER:PASSWORD@HOST:5432/DB
 """
@@ -50,6 +59,8 @@ class Case:
     checked: str
     low: int = 20
     high: int = 120
+    #: Counted without ``--only`` (the footprint case is a calibration, asked for by name).
+    default: bool = True
 
 
 CASES = (
@@ -57,12 +68,14 @@ CASES = (
     Case("django-request", "bench_django.py", "django", "checked"),
     Case("sqlalchemy-list", "bench_rows.py", "sqlalchemy", "sqlalchemy checked", low=10, high=60),
     Case("django-list", "bench_rows.py", "django", "django checked", low=10, high=60),
+    Case("footprint", "bench_footprint.py", "sqlalchemy", "padded", default=False),
 )
 TITLES = {
     "sqlalchemy-request": "SQLAlchemy WSGI request, 20 reads + 5 writes",
     "django-request": "Django WSGI request, 20 reads + 5 writes (no other middleware)",
     "sqlalchemy-list": "SQLAlchemy list endpoint, 200 rows",
     "django-list": "Django list endpoint, 200 rows",
+    "footprint": "SQLAlchemy WSGI request, plus bench_footprint.py's tight loop",
 }
 
 
@@ -74,14 +87,15 @@ def _tools() -> list[str]:
     return ["setarch", "-R", "valgrind", "--tool=cachegrind", "--cache-sim=no"]
 
 
-def count(script: str, contender: str, calls: int, postgres: str | None, pad: int) -> int:
-    """Instructions of one run of ``script --loop contender --calls calls``, its stack moved by ``pad`` bytes."""
+def count(script: str, contender: str, calls: int, postgres: str | None, pad: int, seed: int) -> int:
+    """Instructions of one run of ``script --loop contender --calls calls``, its stack moved by ``pad`` bytes,
+    strings hashed with ``seed``."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [*_tools(), f"--cachegrind-out-file={os.path.join(tmp, 'cg.out')}",
                    sys.executable, os.path.join(HERE, script), "--loop", contender, "--calls", str(calls)]
         if postgres:
             command += ["--postgres", postgres]
-        env = {**os.environ, "PYTHONHASHSEED": "0", "TXNSAFETY_LAYOUT_PAD": "x" * pad}
+        env = {**os.environ, "PYTHONHASHSEED": str(seed), "TXNSAFETY_LAYOUT_PAD": "x" * pad}
         done = subprocess.run(command, capture_output=True, text=True, env=env)
     found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
     if done.returncode != 0 or found is None:
@@ -90,19 +104,26 @@ def count(script: str, contender: str, calls: int, postgres: str | None, pad: in
     return int(found.group(1).replace(",", ""))
 
 
-def per_request(case: Case, contender: str, postgres: str | None, layouts: int, pool: ThreadPoolExecutor) -> float:
-    """The median over ``layouts`` stack layouts of the per-request count.
+def per_request(case: Case, contender: str, postgres: str | None, layouts: int,
+                pool: ThreadPoolExecutor) -> list[float]:
+    """The per-request count under each of ``layouts`` layouts: layout ``i`` hashes strings
+    with seed ``i`` and moves the stack by ``64 i`` bytes.
 
-    With the address space fixed, where objects land still follows from the size of the
-    environment and the command line, and the work does too (SQLAlchemy keeps objects in
-    sets and dicts keyed by ``id()``): one layout's count moved by about 1 % of the request
-    (150 k instructions) with the length of a file name.  So each contender runs under
-    several layouts, the environment padded so that both contenders' command lines weigh
-    the same in each."""
+    With the address space and the hash seed fixed, a run's count is exact (two runs side
+    by side: the same to the instruction), but the work itself follows from where objects
+    land, which follows from the size of the environment and the command line, and from
+    the hash seed.  SQLAlchemy keeps objects in sets and dicts keyed by ``id()`` and
+    CPython caches attribute look-ups in a table indexed by name hashes, so the bare and
+    the checked SQLAlchemy request each do more or less of that work from one layout to
+    the next: the checker's share of that request ranged from +0.1 to +3.3 % over ten
+    layouts (median +0.9 %), and a fixed amount of added work (bench_footprint.py's loop,
+    +0.7 %) read +2.4 % in one layout.  Django's requests move by a few hundredths of a
+    point.  Hence the median of several layouts, both contenders of a layout run with the
+    same seed and their command lines padded to the same weight."""
     even = max(len(case.bare), len(case.checked)) - len(contender)
-    runs = [(pool.submit(count, case.script, contender, case.low, postgres, 64 * i + even),
-             pool.submit(count, case.script, contender, case.high, postgres, 64 * i + even)) for i in range(layouts)]
-    return statistics.median((high.result() - low.result()) / (case.high - case.low) for low, high in runs)
+    runs = [(pool.submit(count, case.script, contender, case.low, postgres, 64 * i + even, i),
+             pool.submit(count, case.script, contender, case.high, postgres, 64 * i + even, i)) for i in range(layouts)]
+    return [(high.result() - low.result()) / (case.high - case.low) for low, high in runs]
 
 
 def main() -> None:
@@ -110,21 +131,26 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=[case.name for case in CASES],
                         help="count this case (repeatable; default: all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="valgrind runs at once")
-    parser.add_argument("--layouts", type=int, default=3, help="stack layouts per contender (median; default 3)")
+    parser.add_argument("--layouts", type=int, default=5,
+                        help="layouts (hash seed and stack) per contender; the median of their shares (default 5)")
     parser.add_argument("--postgres", metavar="URL", help="on PostgreSQL (a private database per run)")
     args = parser.parse_args()
     _tools()
-    cases = [case for case in CASES if not args.only or case.name in args.only]
+    cases = [case for case in CASES if (case.name in args.only if args.only else case.default)]
     where = "PostgreSQL" if args.postgres else "SQLite"
-    print(f"instructions per request (cachegrind, setarch -R, PYTHONHASHSEED=0; median of {args.layouts} "
-          f"layouts), {where}")
-    print(f"  {'request':<66}{'bare':>12}{'checked':>12}{'added':>10}{'share':>9}")
+    print(f"instructions per request (cachegrind, setarch -R; {args.layouts} layouts, layout i: hash seed i and "
+          f"the stack moved by 64 i bytes), {where}")
+    print(f"  {'request':<66}{'bare':>12}{'checked':>12}{'added':>10}{'share':>9}   share per layout")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for case in cases:
             bare = per_request(case, case.bare, args.postgres, args.layouts, pool)
             checked = per_request(case, case.checked, args.postgres, args.layouts, pool)
-            print(f"  {TITLES[case.name]:<66}{bare / 1e6:>10.3f} M{checked / 1e6:>10.3f} M"
-                  f"{(checked - bare) / 1e3:>8.0f} k{100 * (checked / bare - 1):>+8.2f} %", flush=True)
+            shares = [c / b - 1 for b, c in zip(bare, checked)]
+            added = statistics.median(c - b for b, c in zip(bare, checked))
+            print(f"  {TITLES[case.name]:<66}{statistics.median(bare) / 1e6:>10.3f} M"
+                  f"{statistics.median(checked) / 1e6:>10.3f} M{added / 1e3:>8.0f} k"
+                  f"{100 * statistics.median(shares):>+8.2f} %   "
+                  + " ".join(f"{100 * share:+.2f}" for share in shares), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+"""benchmarks/bench_footprint.py runs, and compiled_checker.py reads the figures the benchmarks print.
+
+Smoke tests, a few seconds: two rounds in one process, one contender served untimed as
+valgrind runs it.  The Cython build itself is not run here (a compiler and a minute and
+a half); what the script reads from the benchmarks' output is.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.compiled_checker import counted_shares, timed_shares  # noqa: E402
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_footprint.py"), *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_bare_padded_and_checked_requests_are_compared():
+    done = _run("--processes", "1", "--rounds", "2", "--per-round", "1", "--pad", "5")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "overhead of padded: " in done.stdout and "overhead of checked: " in done.stdout, done.stdout
+
+
+def test_each_contender_can_be_served_alone():
+    for name in ("sqlalchemy", "padded", "checked"):
+        done = _run("--loop", name, "--calls", "2")
+        assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
+def test_the_checker_share_is_read_from_each_table_row_and_each_comparison():
+    counted = ("instructions per request (cachegrind, setarch -R; 5 layouts, ...), SQLite\n"
+               "  request                                       bare     checked     added    share\n"
+               "  SQLAlchemy WSGI request, 20 reads + 5 writes  11.734 M    11.955 M     267 k   +2.25 %\n"
+               "  Django list endpoint, 200 rows                10.412 M    10.823 M     411 k   +3.94 %\n")
+    assert counted_shares(counted) == {"SQLAlchemy WSGI request, 20 reads + 5 writes": 2.25,
+                                       "Django list endpoint, 200 rows": 3.94}
+    timed = ("clock: CPU time of this thread; a forked child each\n"
+             "process 1/4: WSGI request: checked +7.1 %; list endpoint: checked +2.0 %\n\n"
+             "WSGI request: 20 reads + 5 writes (SQLAlchemy ORM)\n"
+             "  contender   median\n"
+             "overhead of checked: +6.5 % (median of 4 processes, range +4.6 to +7.1 %), over the 5 % target\n\n"
+             "list endpoint: one select() of 200 rows\n"
+             "overhead of checked: -0.4 % (median of 4 processes, range -1.0 to +5.5 %), within the 5 % target\n")
+    assert timed_shares("bench_sqlalchemy.py", timed) == {
+        "bench_sqlalchemy.py: WSGI request: 20 reads + 5 writes (SQLAlchemy ORM)": 6.5,
+        "bench_sqlalchemy.py: list endpoint: one select() of 200 rows": -0.4}

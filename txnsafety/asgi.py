@@ -47,7 +47,7 @@ class TxnSafetyASGIMiddleware:
 
 def _open(scope: Scope) -> tuple[RequestScope, Any] | None:
     try:
-        if settings.priority_rule is not None:  # the application's rule may read any header
+        if settings.priority_rule is not None or settings.sampler is not None:  # either may read any header
             headers = {bytes(name).decode("latin-1").lower(): bytes(value).decode("latin-1")
                        for name, value in scope.get("headers") or ()}
         else:  # the default rule reads one header: do not decode them all

@@ -51,6 +51,11 @@ class Settings:
     #: locks unchanged.  A race shows on every request that runs the racy code, so in
     #: production a sample finds it over time at a fraction of the cost.
     sample_rate: float = 1.0
+    #: Decides the share of requests like this one to check, from its method, path and
+    #: headers (sentry-sdk's ``traces_sampler``): a number from 0 to 1, True or False, or
+    #: None for ``sample_rate``.  Rarely used endpoints checked every time, the hot ones
+    #: at a small share: every code path is seen, the cost stays where the traffic is low.
+    sampler: Callable[[str, str, Mapping[str, str]], float | bool | None] | None = None
     #: The level of ``log`` mode's record per report.  Sentry's logging integration makes
     #: WARNING a breadcrumb and ERROR an event: choose ERROR to see reports as issues.
     log_level: int = logging.WARNING
@@ -85,6 +90,28 @@ class Settings:
             log.exception("txnsafety: the priority rule failed for %r; the request runs at interactive priority",
                           str(path)[:200])
         return Priority.INTERACTIVE
+
+    def rate_for(self, method: str, path: str, headers: Mapping[str, str]) -> float:
+        """The share of requests like this one to check: the sampler's answer, else ``sample_rate``.
+
+        Never raises: a sampler that fails or answers something other than a share is
+        logged (naming the setting) and the request is sampled at ``sample_rate``, as if
+        no sampler were set: a broken sampler is never a silent off switch.
+        """
+        try:
+            rate = self.sampler(method, path, headers)  # type: ignore[misc]
+            if rate is None:
+                return self.sample_rate
+            if isinstance(rate, bool):
+                return 1.0 if rate else 0.0
+            if isinstance(rate, (int, float)) and 0 <= rate <= 1:
+                return float(rate)
+            log.error("txnsafety: the sampler returned %.40r for %s %.200s, not a share from 0 to 1 (or True, "
+                      "False, None); the request is sampled at sample_rate", rate, method, path)
+        except Exception:
+            log.exception("txnsafety: the sampler failed for %s %.200s; the request is sampled at sample_rate",
+                          method, path)
+        return self.sample_rate
 
 
 #: The one header the default priority rule reads (lower case).
@@ -170,6 +197,7 @@ def validate(
     priority_rule: object = None,
     log_level: object = None,
     sample_rate: object = None,
+    sampler: object = None,
     **_others: object,
 ) -> None:
     """Raise :class:`ConfigurationError` for what :func:`configure` would refuse, changing nothing.
@@ -191,6 +219,9 @@ def validate(
         _rate(sample_rate)
     if priority_rule is not None and not callable(priority_rule):
         raise ConfigurationError(f"txnsafety: priority_rule must be a callable (path, headers), not {priority_rule!r}")
+    if sampler is not None and not callable(sampler):
+        raise ConfigurationError(f"txnsafety: sampler must be a callable (method, path, headers) returning the share "
+                                 f"of such requests to check, not {sampler!r}")
 
 
 def configure(
@@ -205,6 +236,7 @@ def configure(
     batch_paths: Iterable[str] | None = None,
     log_level: int | str | None = None,
     sample_rate: float | None = None,
+    sampler: Callable[[str, str, Mapping[str, str]], float | bool | None] | None = None,
 ) -> Settings:
     """Change the checker's settings; arguments left ``None`` keep their value.
 
@@ -215,7 +247,7 @@ def configure(
     if allow is not None:
         allow = tuple(allow)
     validate(mode=mode, read_sites=read_sites, allow=allow, priority_rule=priority_rule, log_level=log_level,
-             sample_rate=sample_rate)
+             sample_rate=sample_rate, sampler=sampler)
     if mode is not None:
         settings.mode = mode
     if strict is not None:
@@ -241,6 +273,8 @@ def configure(
         settings.log_level = _level(log_level)
     if sample_rate is not None:
         settings.sample_rate = _rate(sample_rate)
+    if sampler is not None:
+        settings.sampler = sampler
     return settings
 
 

@@ -28,8 +28,8 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
     ``headers`` has lower-case names; under the default priority rule (no
     ``priority_rule`` configured) only :data:`PRIORITY_HEADER` is needed.  Returns
     None (after logging why) when the checker is off or the request cannot be read:
-    the request must still run.  A request ``sample_rate`` leaves out gets a scope
-    its locks use and the checker does not see.
+    the request must still run.  A request the sample leaves out (``sample_rate``, or the
+    ``sampler``'s share for it) gets a scope its locks use and the checker does not see.
     """
     if not settings.enabled:
         return None
@@ -43,7 +43,8 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
         else:  # the application's own rule runs now, as it always has (its errors included)
             priority = settings.priority_for(path, headers)
         scope = RequestScope(name=f"{method} {path}", priority=priority)
-        if settings.sample_rate < 1.0 and _draw() >= settings.sample_rate:
+        rate = settings.sample_rate if settings.sampler is None else settings.rate_for(method, path, headers)
+        if rate < 1.0 and _draw() >= rate:
             return scope, open_unchecked_scope(scope)
         return scope, open_scope(scope)
     except Exception:

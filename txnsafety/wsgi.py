@@ -48,7 +48,7 @@ def _open(environ: dict) -> tuple[RequestScope, Any] | None:
     if not settings.enabled:
         return None
     try:
-        if settings.priority_rule is not None:  # the application's rule may read any header
+        if settings.priority_rule is not None or settings.sampler is not None:  # either may read any header
             request = Request(environ)
             path, method = request.path_info or "/", request.method
             headers = {k.lower(): v for k, v in request.headers.items()}

@@ -30,6 +30,8 @@ def test_a_good_configuration_has_no_issues(tmp_path):
     ({"BATCH_PATHS": "/cron/"}, "HINT: BATCH_PATHS is a list"),
     ({"LOG_LEVEL": "LOUD"}, "HINT: LOG_LEVEL is a logging level"),
     ({"SAMPLE_RATE": 10}, "HINT: SAMPLE_RATE is the share of requests checked"),
+    ({"SAMPLER": "no.such.sampler"}, "HINT: SAMPLER is a callable (method, path, headers)"),
+    ({"SAMPLER": 0.5}, "HINT: SAMPLER is a callable (method, path, headers)"),
 ])
 def test_a_bad_setting_is_error_e001_with_a_hint_not_a_traceback(tmp_path, value, hint):
     proc = manage(tmp_path, "check", txnsafety=value)

@@ -1,15 +1,21 @@
 """``sample_rate``: the share of requests the checker checks (sentry-sdk's
-``traces_sample_rate``), so production can keep it on at a fraction of the cost.
+``traces_sample_rate``), so production can keep it on at a fraction of the cost; and
+``sampler`` (sentry-sdk's ``traces_sampler``), which decides that share per request from
+its method, path and headers.
 
 A request the sample leaves out runs as if the checker were off: its lost update happens
 and nobody reports it, while the same pair of requests checked is reported. Its locks are
 untouched: they still take their priority from the request and are released when the
-request ends. A bad rate is an error that names the setting.
+request ends. A bad rate or sampler is an error that names the setting; a sampler that
+fails or answers nonsense at run time is logged, and the request is sampled at
+``sample_rate`` (never a silent off switch).
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from pathlib import Path
 
 import pytest
 from webob import Request
@@ -34,18 +40,26 @@ def sample_rate():
 
 
 @pytest.fixture
+def sampler():
+    def set_sampler(fn) -> None:
+        txnsafety.configure(sampler=fn)
+    yield set_sampler
+    settings.sampler = None  # configure() keeps a sampler when given None
+
+
+@pytest.fixture
 def store(tmp_path):
     s = points.make_store(str(tmp_path / "points.sqlite3"))
     yield s
     s.close()
 
 
-def _racy_pair(store) -> list[dict]:
+def _racy_pair(store, path: str = "/racy/add") -> list[dict]:
     before = value_of(store, points.Wallet, 1, "points")
     points.RACE.barrier = threading.Barrier(2)
     try:
         with wsgi_server(TxnSafetyMiddleware(points.wsgi_app(store))) as url:
-            results = concurrently(2, lambda i: get_json(f"{url}/racy/add?n={10 + i}"))
+            results = concurrently(2, lambda i: get_json(f"{url}{path}?n={10 + i}"))
     finally:
         points.RACE.barrier = None
     assert value_of(store, points.Wallet, 1, "points") - before in (10, 11), "one of the two writes is lost"
@@ -118,3 +132,106 @@ def test_a_rate_outside_zero_to_one_is_an_error_naming_the_setting(bad):
     with pytest.raises(ConfigurationError, match="sample_rate"):
         txnsafety.configure(sample_rate=bad)
     assert settings.sample_rate == 1.0
+
+
+def test_the_sampler_decides_per_request_from_method_path_and_headers(store, sampler, sample_rate,
+                                                                      txnsafety_violations):
+    seen = []
+
+    def by_path(method, path, headers):
+        seen.append((method, path))
+        return 0.0 if path.startswith("/racy/") else 1.0   # the hot endpoint left out
+    sampler(by_path)
+    assert [body["violations"] for body in _racy_pair(store)] == [[], []]
+    assert seen == [("GET", "/racy/add")] * 2 and txnsafety_violations == []
+    sampler(lambda method, path, headers: path.startswith("/racy/"))   # True: checked, over sample_rate 0
+    sample_rate(0.0)
+    assert [body["violations"] for body in _racy_pair(store)] == [["TXN102"], ["TXN102"]]
+
+
+def test_a_sampler_answering_none_leaves_the_request_to_sample_rate(sampler, sample_rate):
+    checked = []
+
+    def inner(environ, start_response):
+        checked.append(current_scope() is not None)
+        start_response("200 OK", [])
+        return [b""]
+
+    app = TxnSafetyMiddleware(inner)
+    sampler(lambda method, path, headers: 1.0 if headers.get("x-check") else None)
+    sample_rate(0.0)
+    list(Request.blank("/a").call_application(app)[2])
+    list(Request.blank("/a", headers={"X-Check": "1"}).call_application(app)[2])
+    assert checked == [False, True]
+
+
+@pytest.mark.parametrize("answer", [1.5, -1, "1", float("nan"), ValueError("boom")])
+def test_a_sampler_that_fails_is_logged_and_the_request_sampled_at_sample_rate(answer, sampler, sample_rate,
+                                                                               caplog):
+    checked = []
+
+    def inner(environ, start_response):
+        checked.append(current_scope() is not None)
+        start_response("200 OK", [])
+        return [b""]
+
+    def broken(method, path, headers):
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    app = TxnSafetyMiddleware(inner)
+    sampler(broken)
+    for rate in (1.0, 0.0):
+        sample_rate(rate)
+        with caplog.at_level(logging.ERROR, logger="txnsafety"):
+            status, _, body = Request.blank("/orders/7").call_application(app)
+            list(body)
+        assert status == "200 OK"
+    assert checked == [True, False]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 2 and all("sampler" in e and "/orders/7" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("bad", [0.5, "by_path", object()])
+def test_a_sampler_that_is_not_callable_is_an_error_naming_the_setting(bad):
+    with pytest.raises(ConfigurationError, match="sampler"):
+        txnsafety.configure(sampler=bad)
+    assert settings.sampler is None
+
+
+def test_under_asgi_the_sampler_reads_the_request_headers(sampler, sample_rate):
+    checked = []
+
+    async def inner(scope, receive, send):
+        checked.append(current_scope() is not None)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def serve(headers):
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+        await TxnSafetyASGIMiddleware(inner)({"type": "http", "method": "GET", "path": "/a", "headers": headers},
+                                             receive, send)
+        return sent[0]["status"]
+
+    sampler(lambda method, path, headers: 1.0 if headers.get("x-check") == "1" else None)
+    sample_rate(0.0)
+    assert asyncio.run(serve([])) == 200 and asyncio.run(serve([(b"x-check", b"1")])) == 200
+    assert checked == [False, True]
+
+
+def test_the_sampler_of_the_django_docs_runs_as_written(sampler):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "django.md").read_text()
+    block = next(b for b in doc.split("```python\n")[1:] if b.startswith("def sampler("))
+    namespace: dict = {}
+    exec(block.split("```")[0], namespace)
+    documented = namespace["sampler"]
+    sampler(documented)
+    assert settings.rate_for("GET", "/api/feed/7", {}) == 0.01
+    assert settings.rate_for("POST", "/orders/", {"x-staff": "1"}) == 1.0
+    assert settings.rate_for("GET", "/orders/", {}) == settings.sample_rate

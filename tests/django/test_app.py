@@ -38,6 +38,20 @@ def test_priority_from_header_and_from_a_rule_setting(client):
     assert client.get("/scope/").json()["priority"] == "interactive"
 
 
+def staff_only(method, path, headers):
+    """A SAMPLER: check the requests that carry the staff header, leave the rest to SAMPLE_RATE."""
+    return True if headers.get("x-staff") == "1" else None
+
+
+def test_a_sampler_setting_decides_which_requests_are_checked(client):
+    with override_settings(TXNSAFETY={**BASE, "SAMPLE_RATE": 0.0, "SAMPLER": "tests.django.test_app.staff_only"}):
+        assert client.get("/scope/").json()["scope"] is None
+        assert client.get("/scope/", HTTP_X_STAFF="1").json()["scope"] == "GET /scope/"
+    txnsafety.settings.sampler = None            # configure() cannot unset a sampler
+    txnsafety.configure(sample_rate=1.0)
+    assert client.get("/scope/").json()["scope"] == "GET /scope/"
+
+
 def test_middleware_is_sync_and_async_capable():
     assert TxnSafetyMiddleware.sync_capable and TxnSafetyMiddleware.async_capable
     sync_mw = TxnSafetyMiddleware(lambda request: txnsafety.current_scope())
@@ -97,7 +111,8 @@ def test_mode_setting_is_ignored_under_pytest_and_applied_otherwise(monkeypatch)
 
 @pytest.mark.parametrize("bad", [{"MOOD": "log"}, {"MODE": "loud"}, {"ALLOW": "Account"},
                                  {"ALLOW": ["Account:E501"]}, {"ISOLATION": "serializable"},
-                                 {"PRIORITY_RULE": "no.such.rule"}, ["MODE"]])
+                                 {"PRIORITY_RULE": "no.such.rule"}, {"SAMPLER": "no.such.sampler"},
+                                 {"SAMPLER": 3}, ["MODE"]])
 def test_bad_settings_are_improperly_configured(bad, monkeypatch):
     monkeypatch.setattr(conf, "test_plugin_active", lambda: False)
     monkeypatch.delenv("TXNSAFETY_MODE", raising=False)

@@ -34,7 +34,7 @@ from ..report import test_plugin_active
 from . import transactions
 
 KEYS = {"ENABLED", "MODE", "STRICT", "ALLOW", "ISOLATION", "LIBRARY_PATHS", "BATCH_PATHS", "PRIORITY_RULE",
-        "LOG_LEVEL", "SAMPLE_RATE"}
+        "LOG_LEVEL", "SAMPLE_RATE", "SAMPLER"}
 
 #: What each key takes: the hint of system check txnsafety.E001.
 HINTS = {
@@ -48,6 +48,8 @@ HINTS = {
     "LOG_LEVEL": 'LOG_LEVEL is a logging level, e.g. "ERROR" (Sentry events) or "WARNING" (the default)',
     "SAMPLE_RATE": "SAMPLE_RATE is the share of requests checked, a number from 0 to 1 (1: every request)",
     "PRIORITY_RULE": 'PRIORITY_RULE is a callable (path, headers) -> txnsafety.Priority, or its dotted path',
+    "SAMPLER": "SAMPLER is a callable (method, path, headers) -> the share of such requests checked (0 to 1, True, "
+               "False, or None for SAMPLE_RATE), or its dotted path",
 }
 
 
@@ -107,17 +109,10 @@ def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
         kwargs["log_level"] = conf["LOG_LEVEL"]
     if "SAMPLE_RATE" in conf:
         kwargs["sample_rate"] = conf["SAMPLE_RATE"]
-    if "PRIORITY_RULE" in conf:
-        rule = conf["PRIORITY_RULE"]
-        if isinstance(rule, str):
-            try:
-                rule = import_string(rule)
-            except ImportError as exc:
-                raise SettingError(f"settings.TXNSAFETY['PRIORITY_RULE']: {exc}", "PRIORITY_RULE") from exc
-        if not callable(rule):
-            raise SettingError(
-                "settings.TXNSAFETY['PRIORITY_RULE'] must be a callable (path, headers)", "PRIORITY_RULE")
-        kwargs["priority_rule"] = rule
+    for key, name, takes in (("PRIORITY_RULE", "priority_rule", "(path, headers)"),
+                             ("SAMPLER", "sampler", "(method, path, headers)")):
+        if key in conf:
+            kwargs[name] = _callable(conf[key], key, takes)
     isolation = conf.get("ISOLATION")
     if isolation is not None and not isinstance(isolation, dict):
         raise SettingError(
@@ -129,6 +124,18 @@ def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
             "SAMPLE_RATE" if "sample_rate" in str(exc) else None
         raise SettingError(f"settings.TXNSAFETY: {exc}", key) from exc
     return kwargs, isolation
+
+
+def _callable(value: Any, key: str, takes: str) -> Any:
+    """The callable a key names, given as itself or as its dotted path; else a SettingError naming ``key``."""
+    if isinstance(value, str):
+        try:
+            value = import_string(value)
+        except ImportError as exc:
+            raise SettingError(f"settings.TXNSAFETY[{key!r}]: {exc}", key) from exc
+    if not callable(value):
+        raise SettingError(f"settings.TXNSAFETY[{key!r}] must be a callable {takes}, or its dotted path", key)
+    return value
 
 
 def apply(conf: Any) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def _open(request: Any) -> tuple[RequestScope, Any] | None:
     try:
         path = request.path_info or "/"
         method = request.method
-        if settings.priority_rule is not None:
+        if settings.priority_rule is not None or settings.sampler is not None:  # they may read any header
             headers = {k.lower(): v for k, v in request.headers.items()}
         else:  # the default rule reads one header: do not build the whole mapping
             headers = {"x-txnsafety-priority": request.META.get("HTTP_X_TXNSAFETY_PRIORITY", "")}

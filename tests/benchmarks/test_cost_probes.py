@@ -1,4 +1,4 @@
-"""benchmarks/bench_footprint.py runs, and compiled_checker.py reads the figures the benchmarks print.
+"""The cost probes run: bench_footprint.py and bench_parts.py, and compiled_checker.py reads the figures.
 
 Smoke tests, a few seconds: two rounds in one process, one contender served untimed as
 valgrind runs it.  The Cython build itself is not run here (a compiler and a minute and
@@ -50,3 +50,11 @@ def test_the_checker_share_is_read_from_each_table_row_and_each_comparison():
     assert timed_shares("bench_sqlalchemy.py", timed) == {
         "bench_sqlalchemy.py: WSGI request: 20 reads + 5 writes (SQLAlchemy ORM)": 6.5,
         "bench_sqlalchemy.py: list endpoint: one select() of 200 rows": -0.4}
+
+
+def test_the_checked_request_is_timed_with_each_part_removed():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_parts.py"), "--processes", "1",
+                           "--rounds", "2", "--per-round", "1"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("checked", "without lookups", "without writes", "without reads", "without detach"):
+        assert f"overhead of {name}: " in done.stdout, done.stdout

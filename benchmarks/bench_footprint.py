@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sqlalchemy.orm import sessionmaker  # noqa: E402
 
-import txnsafety  # noqa: E402
 from benchmarks import bench_sqlalchemy as sa  # noqa: E402
 from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
 from txnsafety.sqlalchemy import instrument  # noqa: E402
@@ -68,19 +67,9 @@ def main() -> None:
     args = parser.parse_args()
     if not args.loop:
         start(args)
-    txnsafety.configure(mode="log")
-    seen: list = []
-    txnsafety.add_listener(seen.append)
-
-    def no_reports() -> None:  # run where the contenders ran (a forked child each, by default)
-        assert not seen, f"the benchmark request must be safe, got {[str(v) for v in seen]}"
+    no_reports = sa.watch_reports()
     with tempfile.TemporaryDirectory() as tmp:
-        engine = sa.make_engine(tmp, None)
-        os.register_at_fork(before=engine.dispose)
-        sa.Base.metadata.create_all(engine)
-        with engine.begin() as conn:
-            conn.execute(sa.Item.__table__.insert(), [{"id": k, "owner": k % 3, "quantity": 0, "note": "x" * 40}
-                                                      for k in range(1, 21)])
+        engine = sa.prepared_engine(tmp, None, rows=20)
         bare = sa.make_wsgi_request(sessionmaker(engine), False)
         contenders = {"sqlalchemy": Contender(bare, sa._listeners(False)),
                       "padded": Contender(padded(bare, args.pad), sa._listeners(False)),

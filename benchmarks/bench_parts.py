@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from sqlalchemy import event  # noqa: E402
 from sqlalchemy.orm import Mapper, sessionmaker  # noqa: E402
 
-import txnsafety  # noqa: E402
 from benchmarks import bench_sqlalchemy as sa  # noqa: E402
 from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
 from txnsafety.sqlalchemy import detached, instrument, lookups, reads  # noqa: E402
@@ -66,19 +65,15 @@ def main() -> None:
     add_options(parser, processes=6)
     args = parser.parse_args()
     start(args)
-    txnsafety.configure(mode="log")
+    no_reports = sa.watch_reports()
     with tempfile.TemporaryDirectory() as tmp:
-        engine = sa.make_engine(tmp, None)
-        os.register_at_fork(before=engine.dispose)
-        sa.Base.metadata.create_all(engine)
-        with engine.begin() as conn:
-            conn.execute(sa.Item.__table__.insert(), [{"id": k, "owner": k % 3, "quantity": 0, "note": "x" * 40}
-                                                      for k in range(1, 21)])
+        engine = sa.prepared_engine(tmp, None, rows=20)
         checked = sa.make_wsgi_request(instrument(sessionmaker(engine)), True)
         contenders = {"sqlalchemy": Contender(sa.make_wsgi_request(sessionmaker(engine), False), sa._listeners(False))}
         contenders.update((name, Contender(checked, _checked_without(remove))) for name, remove in PARTS.items())
         result = compare(contenders, baseline="sqlalchemy", rounds=args.rounds, per_round=args.per_round,
-                         title="SQLAlchemy WSGI request (SQLite), checked with each part removed in turn")
+                         title="SQLAlchemy WSGI request (SQLite), checked with each part removed in turn",
+                         verify=no_reports)
         for name in PARTS:
             print(result.summary(name))
         engine.dispose()

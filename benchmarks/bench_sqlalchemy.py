@@ -140,6 +140,31 @@ def make_engine(tmp: str, postgres: str | None) -> Any:
     return engine
 
 
+def watch_reports() -> Callable[[], None]:
+    """Log mode, and a check that no report was made since (run it where the contenders ran:
+    a forked child each, by default).  The benchmarks' requests are safe: a report would be
+    a false positive, and a checker that reports does more than the figures claim."""
+    txnsafety.configure(mode="log")
+    seen: list = []
+    txnsafety.add_listener(seen.append)
+
+    def no_reports() -> None:
+        assert not seen, f"the benchmark request must be safe, got {[str(v) for v in seen]}"
+    return no_reports
+
+
+def prepared_engine(tmp: str, postgres: str | None, rows: int = 20 + LIST_ROWS) -> Any:
+    """:func:`make_engine` with the table made and ``rows`` items in it, its connections closed
+    before any fork (each contender's child opens its own)."""
+    engine = make_engine(tmp, postgres)
+    os.register_at_fork(before=engine.dispose)
+    Base.metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(Item.__table__.insert(), [{"id": k, "owner": k % 3, "quantity": 0, "note": "x" * 40}
+                                               for k in range(1, rows + 1)])
+    return engine
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
@@ -152,19 +177,9 @@ def main() -> None:
     args = parser.parse_args()
     if not args.loop:
         start(args)
-    txnsafety.configure(mode="log")
-    seen: list = []
-    txnsafety.add_listener(seen.append)
-
-    def no_reports() -> None:  # run where the contenders ran (a forked child each, by default)
-        assert not seen, f"the benchmark request must be safe, got {[str(v) for v in seen]}"
+    no_reports = watch_reports()
     with tempfile.TemporaryDirectory() as tmp:
-        engine = make_engine(tmp, args.postgres)
-        os.register_at_fork(before=engine.dispose)  # each contender's child opens its own connections
-        Base.metadata.create_all(engine)
-        with engine.begin() as conn:
-            conn.execute(Item.__table__.insert(), [{"id": k, "owner": k % 3, "quantity": 0, "note": "x" * 40}
-                                                   for k in range(1, 21 + LIST_ROWS)])
+        engine = prepared_engine(tmp, args.postgres)
         plain = sessionmaker(engine)
         checked = instrument(sessionmaker(engine))
         if args.loop:  # as bench_rows.py --loop: docs/performance.md gives the valgrind commands

@@ -89,15 +89,18 @@ def test_under_asgi_too_a_request_left_out_is_not_checked(store, sample_rate, tx
     assert txnsafety_violations == []
 
 
-def test_the_rate_is_the_share_of_requests_checked(sample_rate):
-    checked = []
-
+def _recording(checked: list[bool]) -> TxnSafetyMiddleware:
+    """A WSGI app behind the middleware that appends, per request, whether the checker saw it."""
     def inner(environ, start_response):
         checked.append(current_scope() is not None)
         start_response("200 OK", [])
         return [b""]
+    return TxnSafetyMiddleware(inner)
 
-    app = TxnSafetyMiddleware(inner)
+
+def test_the_rate_is_the_share_of_requests_checked(sample_rate):
+    checked: list[bool] = []
+    app = _recording(checked)
     sample_rate(0.25)
     outside = current_scope()          # the pytest plugin's scope of this test
     for _ in range(400):
@@ -150,14 +153,8 @@ def test_the_sampler_decides_per_request_from_method_path_and_headers(store, sam
 
 
 def test_a_sampler_answering_none_leaves_the_request_to_sample_rate(sampler, sample_rate):
-    checked = []
-
-    def inner(environ, start_response):
-        checked.append(current_scope() is not None)
-        start_response("200 OK", [])
-        return [b""]
-
-    app = TxnSafetyMiddleware(inner)
+    checked: list[bool] = []
+    app = _recording(checked)
     sampler(lambda method, path, headers: 1.0 if headers.get("x-check") else None)
     sample_rate(0.0)
     list(Request.blank("/a").call_application(app)[2])
@@ -168,18 +165,13 @@ def test_a_sampler_answering_none_leaves_the_request_to_sample_rate(sampler, sam
 @pytest.mark.parametrize("answer", [1.5, -1, "1", float("nan"), ValueError("boom")])
 def test_a_sampler_that_fails_is_logged_and_the_request_sampled_at_sample_rate(answer, sampler, sample_rate,
                                                                                caplog):
-    checked = []
-
-    def inner(environ, start_response):
-        checked.append(current_scope() is not None)
-        start_response("200 OK", [])
-        return [b""]
+    checked: list[bool] = []
+    app = _recording(checked)
 
     def broken(method, path, headers):
         if isinstance(answer, Exception):
             raise answer
         return answer
-    app = TxnSafetyMiddleware(inner)
     sampler(broken)
     for rate in (1.0, 0.0):
         sample_rate(rate)

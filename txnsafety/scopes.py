@@ -25,8 +25,8 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
                  ) -> tuple[RequestScope, Token | UncheckedToken] | None:
     """Open and make current the scope of one HTTP request.
 
-    ``headers`` has lower-case names; under the default priority rule (no
-    ``priority_rule`` configured) only :data:`PRIORITY_HEADER` is needed.  Returns
+    ``headers`` has lower-case names; under the default priority rule and with no
+    ``sampler`` (neither configured) only :data:`PRIORITY_HEADER` is needed.  Returns
     None (after logging why) when the checker is off or the request cannot be read:
     the request must still run.  A request the sample leaves out (``sample_rate``, or the
     ``sampler``'s share for it) gets a scope its locks use and the checker does not see.

@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=3)
     add_options(parser, processes=6)
     args = parser.parse_args()
+    if args.in_process:  # a part removed for one contender could not be put back for the next
+        parser.error("--in-process: each contender removes a part of the checker for good; run them forked")
     start(args)
     no_reports = sa.watch_reports()
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,7 +2,9 @@
 
 Issue 19 asked for an optional compiled core (mypyc or Cython) to be measured before it
 is chosen.  This builds one in a scratch copy of the tree: Cython compiles the modules
-every checked request runs (:data:`HOT_MODULES`) as they are, with
+the checked requests spend their time in (:data:`HOT_MODULES`: per statement and per
+write; ``sqlalchemy/detached.py``, ``sqlalchemy/isolation.py`` and ``config.py``, called
+once per Session or transaction, are left out) as they are, with
 ``annotation_typing=False`` (otherwise Cython enforces the type hints at run time, and
 ``cls: type`` rejects Django's ``ModelBase``: every ``save()`` was an internal error).
 Then the same benchmark runs in the copy and in this tree, one after the other, and the
@@ -28,7 +30,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: What a checked Django or SQLAlchemy request runs: the per-statement and per-write paths.
+#: Where a checked Django or SQLAlchemy request spends its time: the per-statement and per-write paths.
 HOT_MODULES = (
     "txnsafety/context.py", "txnsafety/checker.py", "txnsafety/stamps.py", "txnsafety/judgement.py",
     "txnsafety/check_then_act.py", "txnsafety/scopes.py", "txnsafety/provenance.py", "txnsafety/policies.py",

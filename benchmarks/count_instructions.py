@@ -7,9 +7,9 @@ point cannot be seen in CPU time without many runs.  Instructions can: ``valgrin
 space laid out the same each time (``setarch -R``) and the same hash seed, the same
 binary and inputs give the same count, whatever else the machine is doing (two runs of
 each contender agreed to within ten instructions of three billion).  The layout still
-moves the work itself: Django's requests by a few hundredths of a point, SQLAlchemy's
-request by up to a point and a half (:func:`per_request`), so a change to the SQLAlchemy
-side needs several layouts to show.
+moves the work itself: Django's requests by a few tenths of a point at most, SQLAlchemy's
+request by up to three points (:func:`per_request`), so a change to the SQLAlchemy side
+needs several layouts, and several runs, to show.
 
 Each case serves one contender of a benchmark (their ``--loop NAME --calls N`` mode,
 untimed) twice, at a low and a high number of calls; the difference divided by the calls
@@ -21,9 +21,9 @@ each layout's.
 What instructions do not show: cache and branch-predictor misses, the kernel's work,
 waits.  The checker's instructions cost more time than the request's average ones: they
 are spread over many small functions, each a few more instruction-cache misses and
-mispredicted indirect branches (cachegrind's simulation of the SQLAlchemy request: +4 %
-of each, for about +2 % of instructions), where ~1 % of instructions of one tight Python
-loop added to the bare request cost +0.7 % of its time (docs/performance.md, sixth round).
+mispredicted indirect branches (cachegrind's simulation of the SQLAlchemy request, one
+layout: +4 % of each), where +0.8 % of instructions of one tight Python loop added to the
+bare request cost +0.2 to +0.5 % of its time (docs/performance.md, sixth round).
 The timed benchmarks (``bench_sqlalchemy.py``, ``bench_django.py``, ``bench_rows.py``)
 remain the figures the targets are stated in; this one says where a
 change moved the work, exactly, and is how each change of docs/performance.md's fifth
@@ -61,6 +61,8 @@ class Case:
     high: int = 120
     #: Counted without ``--only`` (the footprint case is a calibration, asked for by name).
     default: bool = True
+    #: Its script takes ``--postgres``.
+    postgres: bool = True
 
 
 CASES = (
@@ -68,7 +70,7 @@ CASES = (
     Case("django-request", "bench_django.py", "django", "checked"),
     Case("sqlalchemy-list", "bench_rows.py", "sqlalchemy", "sqlalchemy checked", low=10, high=60),
     Case("django-list", "bench_rows.py", "django", "django checked", low=10, high=60),
-    Case("footprint", "bench_footprint.py", "sqlalchemy", "padded", default=False),
+    Case("footprint", "bench_footprint.py", "sqlalchemy", "padded", default=False, postgres=False),
 )
 TITLES = {
     "sqlalchemy-request": "SQLAlchemy WSGI request, 20 reads + 5 writes",
@@ -117,7 +119,7 @@ def per_request(case: Case, contender: str, postgres: str | None, layouts: int,
     the checked SQLAlchemy request each do more or less of that work from one layout to
     the next: the checker's share of that request ranged from +0.1 to +3.3 % over ten
     layouts (median +0.9 %), and a fixed amount of added work (bench_footprint.py's loop,
-    +0.7 %) read +2.4 % in one layout.  Django's requests move by a few hundredths of a
+    +0.8 %) read +2.4 % in one layout.  Django's requests move by a few tenths of a
     point.  Hence the median of several layouts, both contenders of a layout run with the
     same seed and their command lines padded to the same weight."""
     even = max(len(case.bare), len(case.checked)) - len(contender)
@@ -135,22 +137,31 @@ def main() -> None:
                         help="layouts (hash seed and stack) per contender; the median of their shares (default 5)")
     parser.add_argument("--postgres", metavar="URL", help="on PostgreSQL (a private database per run)")
     args = parser.parse_args()
-    _tools()
     cases = [case for case in CASES if (case.name in args.only if args.only else case.default)]
+    if args.postgres and any(not case.postgres for case in cases):
+        parser.error("--postgres: " + ", ".join(case.name for case in cases if not case.postgres)
+                     + " runs on SQLite only")
+    _tools()
     where = "PostgreSQL" if args.postgres else "SQLite"
     print(f"instructions per request (cachegrind, setarch -R; {args.layouts} layouts, layout i: hash seed i and "
-          f"the stack moved by 64 i bytes), {where}")
+          f"the stack moved by 64 i bytes, names padded alike), {where}")
     print(f"  {'request':<66}{'bare':>12}{'checked':>12}{'added':>10}{'share':>9}   share per layout")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for case in cases:
             bare = per_request(case, case.bare, args.postgres, args.layouts, pool)
             checked = per_request(case, case.checked, args.postgres, args.layouts, pool)
-            shares = [c / b - 1 for b, c in zip(bare, checked)]
-            added = statistics.median(c - b for b, c in zip(bare, checked))
-            print(f"  {TITLES[case.name]:<66}{statistics.median(bare) / 1e6:>10.3f} M"
-                  f"{statistics.median(checked) / 1e6:>10.3f} M{added / 1e3:>8.0f} k"
-                  f"{100 * statistics.median(shares):>+8.2f} %   "
-                  + " ".join(f"{100 * share:+.2f}" for share in shares), flush=True)
+            print(table_row(TITLES[case.name], bare, checked), flush=True)
+
+
+def table_row(title: str, bare: list[float], checked: list[float]) -> str:
+    """One case's row: the medians of the layouts' counts, the median of their differences
+    and of their shares (so ``added`` and ``share`` need not be each other's ratio), each
+    layout's share."""
+    shares = [c / b - 1 for b, c in zip(bare, checked)]
+    added = statistics.median(c - b for b, c in zip(bare, checked))
+    return (f"  {title:<66}{statistics.median(bare) / 1e6:>10.3f} M{statistics.median(checked) / 1e6:>10.3f} M"
+            f"{added / 1e3:>8.0f} k{100 * statistics.median(shares):>+8.2f} %   "
+            + " ".join(f"{100 * share:+.2f}" for share in shares))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ the pytest plugin and ``txnsafety.configure()`` all change the same thing.
 from __future__ import annotations
 
 import fnmatch
+import inspect
 import logging
+import numbers
 import os
 import sys
 from dataclasses import dataclass, field
@@ -54,7 +56,7 @@ class Settings:
     #: Decides the share of requests like this one to check, from its method, path and
     #: headers (sentry-sdk's ``traces_sampler``): a number from 0 to 1, True or False, or
     #: None for ``sample_rate``.  Rarely used endpoints checked every time, the hot ones
-    #: at a small share: every code path is seen, the cost stays where the traffic is low.
+    #: at a small share: every code path is seen, and the cost stays low where the traffic is.
     sampler: Callable[[str, str, Mapping[str, str]], float | bool | None] | None = None
     #: The level of ``log`` mode's record per report.  Sentry's logging integration makes
     #: WARNING a breadcrumb and ERROR an event: choose ERROR to see reports as issues.
@@ -95,23 +97,35 @@ class Settings:
         """The share of requests like this one to check: the sampler's answer, else ``sample_rate``.
 
         Never raises: a sampler that fails or answers something other than a share is
-        logged (naming the setting) and the request is sampled at ``sample_rate``, as if
-        no sampler were set: a broken sampler is never a silent off switch.
+        logged (naming the setting; with its traceback the first time, then once per
+        thousand failures, so that a broken sampler is not one Sentry event per request)
+        and the request is sampled at ``sample_rate``, as if no sampler were set: a broken
+        sampler is never a silent off switch.
         """
+        sampler = self.sampler  # once: another thread may change the setting
+        if sampler is None:
+            return self.sample_rate
         try:
-            rate = self.sampler(method, path, headers)  # type: ignore[misc]
+            rate = sampler(method, path, headers)
             if rate is None:
                 return self.sample_rate
             if isinstance(rate, bool):
                 return 1.0 if rate else 0.0
-            if isinstance(rate, (int, float)) and 0 <= rate <= 1:
+            if isinstance(rate, numbers.Real) and 0 <= rate <= 1:
                 return float(rate)
-            log.error("txnsafety: the sampler returned %.40r for %s %.200s, not a share from 0 to 1 (or True, "
-                      "False, None); the request is sampled at sample_rate", rate, method, path)
-        except Exception:
-            log.exception("txnsafety: the sampler failed for %s %.200s; the request is sampled at sample_rate",
-                          method, path)
+            problem: BaseException | str = f"it returned {rate!r:.40}, not a share from 0 to 1 (or True, False, None)"
+        except Exception as exc:
+            problem = exc
+        _sampler_failures[0] += 1
+        if _sampler_failures[0] % 1000 == 1:
+            log.error("txnsafety: the sampler failed for %s %.200s (%d failure(s) so far): %s; the request is "
+                      "sampled at sample_rate", method, path, _sampler_failures[0], problem,
+                      exc_info=problem if isinstance(problem, BaseException) else None)
         return self.sample_rate
+
+
+#: Failures of the sampler in this process (its error is logged on the first and every thousandth).
+_sampler_failures = [0]
 
 
 #: The one header the default priority rule reads (lower case).
@@ -219,9 +233,26 @@ def validate(
         _rate(sample_rate)
     if priority_rule is not None and not callable(priority_rule):
         raise ConfigurationError(f"txnsafety: priority_rule must be a callable (path, headers), not {priority_rule!r}")
-    if sampler is not None and not callable(sampler):
-        raise ConfigurationError(f"txnsafety: sampler must be a callable (method, path, headers) returning the share "
-                                 f"of such requests to check, not {sampler!r}")
+    if sampler is not None:
+        _check_sampler(sampler)
+
+
+def _check_sampler(sampler: object) -> None:
+    """A sampler is called as ``sampler(method, path, headers)``: one that cannot be is an error
+    now, not a logged failure on every request (a priority rule's ``(path, headers)`` is the
+    likely mix-up)."""
+    takes = "a callable (method, path, headers) returning the share of such requests to check"
+    if not callable(sampler):
+        raise ConfigurationError(f"txnsafety: sampler must be {takes}, not {sampler!r}")
+    try:
+        signature = inspect.signature(sampler)
+    except (TypeError, ValueError):  # no signature to read (some builtins): trust the call
+        return
+    try:
+        signature.bind("GET", "/", {})
+    except TypeError as exc:
+        raise ConfigurationError(f"txnsafety: sampler must be {takes}; {sampler!r} cannot be called so ({exc})") \
+            from exc
 
 
 def configure(
@@ -275,6 +306,7 @@ def configure(
         settings.sample_rate = _rate(sample_rate)
     if sampler is not None:
         settings.sampler = sampler
+        _sampler_failures[0] = 0
     return settings
 
 

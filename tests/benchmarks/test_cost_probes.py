@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.compiled_checker import counted_shares, timed_shares  # noqa: E402
+from benchmarks.count_instructions import TITLES, table_row  # noqa: E402
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -34,12 +35,10 @@ def test_each_contender_can_be_served_alone():
 
 
 def test_the_checker_share_is_read_from_each_table_row_and_each_comparison():
-    counted = ("instructions per request (cachegrind, setarch -R; 5 layouts, ...), SQLite\n"
-               "  request                                       bare     checked     added    share\n"
-               "  SQLAlchemy WSGI request, 20 reads + 5 writes  11.734 M    11.955 M     267 k   +2.25 %\n"
-               "  Django list endpoint, 200 rows                10.412 M    10.823 M     411 k   +3.94 %\n")
-    assert counted_shares(counted) == {"SQLAlchemy WSGI request, 20 reads + 5 writes": 2.25,
-                                       "Django list endpoint, 200 rows": 3.94}
+    counted = "\n".join(["instructions per request (cachegrind, ...), SQLite", "  request   bare   checked ...",
+                         table_row(TITLES["sqlalchemy-request"], [11.7e6, 11.8e6], [11.8e6, 12.0e6]),
+                         table_row(TITLES["django-list"], [10.4e6, 10.4e6], [10.8e6, 10.8e6])])
+    assert counted_shares(counted) == {TITLES["sqlalchemy-request"]: 1.27, TITLES["django-list"]: 3.85}
     timed = ("clock: CPU time of this thread; a forked child each\n"
              "process 1/4: WSGI request: checked +7.1 %; list endpoint: checked +2.0 %\n\n"
              "WSGI request: 20 reads + 5 writes (SQLAlchemy ORM)\n"
@@ -58,3 +57,10 @@ def test_the_checked_request_is_timed_with_each_part_removed():
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("checked", "without lookups", "without writes", "without reads", "without detach"):
         assert f"overhead of {name}: " in done.stdout, done.stdout
+
+
+def test_the_footprint_case_on_postgres_is_refused_naming_it():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "count_instructions.py"), "--only", "footprint",
+                           "--postgres", "postgresql://nobody@127.0.0.1/none"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "footprint runs on SQLite only" in done.stderr, done.stderr

@@ -54,12 +54,12 @@ def store(tmp_path):
     s.close()
 
 
-def _racy_pair(store, path: str = "/racy/add") -> list[dict]:
+def _racy_pair(store) -> list[dict]:
     before = value_of(store, points.Wallet, 1, "points")
     points.RACE.barrier = threading.Barrier(2)
     try:
         with wsgi_server(TxnSafetyMiddleware(points.wsgi_app(store))) as url:
-            results = concurrently(2, lambda i: get_json(f"{url}{path}?n={10 + i}"))
+            results = concurrently(2, lambda i: get_json(f"{url}/racy/add?n={10 + i}"))
     finally:
         points.RACE.barrier = None
     assert value_of(store, points.Wallet, 1, "points") - before in (10, 11), "one of the two writes is lost"
@@ -181,11 +181,27 @@ def test_a_sampler_that_fails_is_logged_and_the_request_sampled_at_sample_rate(a
         assert status == "200 OK"
     assert checked == [True, False]
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert len(errors) == 2 and all("sampler" in e and "/orders/7" in e for e in errors), errors
+    # the first failure is logged, then one in a thousand: not one Sentry event per request
+    assert len(errors) == 1 and "sampler" in errors[0] and "/orders/7" in errors[0], errors
 
 
-@pytest.mark.parametrize("bad", [0.5, "by_path", object()])
-def test_a_sampler_that_is_not_callable_is_an_error_naming_the_setting(bad):
+def test_a_failing_sampler_is_logged_on_its_first_and_every_thousandth_failure(sampler, caplog):
+    def broken(method, path, headers):
+        raise KeyError(path)
+    sampler(broken)
+    with caplog.at_level(logging.ERROR, logger="txnsafety"):
+        rates = [settings.rate_for("GET", f"/n/{i}", {}) for i in range(2001)]
+    assert rates == [settings.sample_rate] * 2001
+    logged = [r.getMessage() for r in caplog.records if "sampler" in r.getMessage()]
+    assert len(logged) == 3 and "(1001 failure(s) so far)" in logged[1], logged
+
+
+def _priority_rule_shaped(path, headers):
+    return 1.0
+
+
+@pytest.mark.parametrize("bad", [0.5, "by_path", object(), _priority_rule_shaped, lambda method: 1.0])
+def test_a_sampler_that_cannot_be_called_with_method_path_headers_is_an_error_naming_the_setting(bad):
     with pytest.raises(ConfigurationError, match="sampler"):
         txnsafety.configure(sampler=bad)
     assert settings.sampler is None
@@ -227,3 +243,8 @@ def test_the_sampler_of_the_django_docs_runs_as_written(sampler):
     assert settings.rate_for("GET", "/api/feed/7", {}) == 0.01
     assert settings.rate_for("POST", "/orders/", {"x-staff": "1"}) == 1.0
     assert settings.rate_for("GET", "/orders/", {}) == settings.sample_rate
+
+
+def test_without_a_sampler_the_rate_is_sample_rate(sample_rate):
+    sample_rate(0.3)
+    assert settings.sampler is None and settings.rate_for("GET", "/", {}) == 0.3

@@ -43,12 +43,15 @@ def staff_only(method, path, headers):
     return True if headers.get("x-staff") == "1" else None
 
 
-def test_a_sampler_setting_decides_which_requests_are_checked(client):
-    with override_settings(TXNSAFETY={**BASE, "SAMPLE_RATE": 0.0, "SAMPLER": "tests.django.test_app.staff_only"}):
-        assert client.get("/scope/").json()["scope"] is None
-        assert client.get("/scope/", HTTP_X_STAFF="1").json()["scope"] == "GET /scope/"
-    txnsafety.settings.sampler = None            # configure() cannot unset a sampler
-    txnsafety.configure(sample_rate=1.0)
+def test_a_sampler_setting_decides_which_requests_are_checked_and_goes_with_the_setting(client):
+    try:
+        with override_settings(TXNSAFETY={**BASE, "SAMPLE_RATE": 0.0, "SAMPLER": "tests.django.test_app.staff_only"}):
+            assert client.get("/scope/").json()["scope"] is None
+            assert client.get("/scope/", HTTP_X_STAFF="1").json()["scope"] == "GET /scope/"
+        assert txnsafety.settings.sampler is None  # TXNSAFETY without SAMPLER: no sampler
+    finally:
+        txnsafety.settings.sampler = None
+        txnsafety.configure(sample_rate=1.0)       # BASE names no SAMPLE_RATE: it stays as set
     assert client.get("/scope/").json()["scope"] == "GET /scope/"
 
 
@@ -112,7 +115,7 @@ def test_mode_setting_is_ignored_under_pytest_and_applied_otherwise(monkeypatch)
 @pytest.mark.parametrize("bad", [{"MOOD": "log"}, {"MODE": "loud"}, {"ALLOW": "Account"},
                                  {"ALLOW": ["Account:E501"]}, {"ISOLATION": "serializable"},
                                  {"PRIORITY_RULE": "no.such.rule"}, {"SAMPLER": "no.such.sampler"},
-                                 {"SAMPLER": 3}, ["MODE"]])
+                                 {"SAMPLER": 3}, {"SAMPLER": "tests.django.test_app.BASE"}, ["MODE"]])
 def test_bad_settings_are_improperly_configured(bad, monkeypatch):
     monkeypatch.setattr(conf, "test_plugin_active", lambda: False)
     monkeypatch.delenv("TXNSAFETY_MODE", raising=False)

@@ -13,10 +13,12 @@
         "PRIORITY_RULE": "myapp.locks.priority",    # callable or dotted path
         "LOG_LEVEL": "WARNING",     # of log mode's record per report ("ERROR": Sentry events)
         "SAMPLE_RATE": 1.0,         # the share of requests checked (0.1 in production: a tenth)
+        "SAMPLER": "myapp.checks.sampler",          # (method, path, headers) -> share; callable or dotted path
     }
 
 Read in ``AppConfig.ready()`` and mapped onto :func:`txnsafety.configure`; keys
-that are absent leave the setting as it is.  Under the txnsafety pytest plugin
+that are absent leave the setting as it is, except ``SAMPLER``: absent or None, no
+sampler (so that leaving an ``override_settings`` block that set one removes it).  Under the txnsafety pytest plugin
 ``MODE`` is ignored: tests raise by default (ini ``txnsafety_mode`` or the
 ``TXNSAFETY_MODE`` variable decide).
 """
@@ -29,7 +31,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from .. import configure
-from ..config import MODE_VARIABLE, MODES, ConfigurationError, validate
+from ..config import MODE_VARIABLE, MODES, ConfigurationError, settings, validate
 from ..report import test_plugin_active
 from . import transactions
 
@@ -109,10 +111,10 @@ def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
         kwargs["log_level"] = conf["LOG_LEVEL"]
     if "SAMPLE_RATE" in conf:
         kwargs["sample_rate"] = conf["SAMPLE_RATE"]
-    for key, name, takes in (("PRIORITY_RULE", "priority_rule", "(path, headers)"),
-                             ("SAMPLER", "sampler", "(method, path, headers)")):
-        if key in conf:
-            kwargs[name] = _callable(conf[key], key, takes)
+    if "PRIORITY_RULE" in conf:
+        kwargs["priority_rule"] = _callable(conf["PRIORITY_RULE"], "PRIORITY_RULE", "(path, headers)")
+    if conf.get("SAMPLER") is not None:
+        kwargs["sampler"] = _callable(conf["SAMPLER"], "SAMPLER", "(method, path, headers)")
     isolation = conf.get("ISOLATION")
     if isolation is not None and not isinstance(isolation, dict):
         raise SettingError(
@@ -121,7 +123,7 @@ def parse(conf: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
         validate(**kwargs)
     except ConfigurationError as exc:
         key = "ALLOW" if "allow" in str(exc) else "LOG_LEVEL" if "log_level" in str(exc) else \
-            "SAMPLE_RATE" if "sample_rate" in str(exc) else None
+            "SAMPLE_RATE" if "sample_rate" in str(exc) else "SAMPLER" if "sampler" in str(exc) else None
         raise SettingError(f"settings.TXNSAFETY: {exc}", key) from exc
     return kwargs, isolation
 
@@ -142,5 +144,7 @@ def apply(conf: Any) -> dict[str, Any]:
     """Validate ``conf`` (the ``TXNSAFETY`` dict) and apply it; returns what was passed to configure()."""
     kwargs, isolation = parse(conf)
     configure(**kwargs)
+    if "sampler" not in kwargs:  # TXNSAFETY names the sampler, or there is none
+        settings.sampler = None
     transactions.set_isolation_overrides(isolation)
     return kwargs

@@ -15,6 +15,7 @@ from asgiref.compatibility import guarantee_single_callable
 from .config import settings
 from . import hops
 from .context import RequestScope
+from .request_headers import ASGIHeaders
 from .scopes import PRIORITY_HEADER, close_request, open_request
 
 log = logging.getLogger("txnsafety")
@@ -47,9 +48,11 @@ class TxnSafetyASGIMiddleware:
 
 def _open(scope: Scope) -> tuple[RequestScope, Any] | None:
     try:
-        if settings.priority_rule is not None or settings.sampler is not None:  # either may read any header
+        if settings.priority_rule is not None:  # the application's rule may read any header
             headers = {bytes(name).decode("latin-1").lower(): bytes(value).decode("latin-1")
                        for name, value in scope.get("headers") or ()}
+        elif settings.sampler is not None:  # it may read any header: each read when it asks
+            headers = ASGIHeaders(scope.get("headers") or ())
         else:  # the default rule reads one header: do not decode them all
             headers = {PRIORITY_HEADER: _priority_header(scope.get("headers") or ())}
     except Exception:

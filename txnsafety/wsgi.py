@@ -15,6 +15,7 @@ from webob import Request
 
 from .config import settings
 from .context import RequestScope
+from .request_headers import EnvironHeaders
 from .scopes import PRIORITY_HEADER, close_request, open_request
 
 log = logging.getLogger("txnsafety")
@@ -48,10 +49,13 @@ def _open(environ: dict) -> tuple[RequestScope, Any] | None:
     if not settings.enabled:
         return None
     try:
-        if settings.priority_rule is not None or settings.sampler is not None:  # either may read any header
+        if settings.priority_rule is not None:  # the application's rule may read any header
             request = Request(environ)
             path, method = request.path_info or "/", request.method
             headers = {k.lower(): v for k, v in request.headers.items()}
+        elif settings.sampler is not None:  # it may read any header: each read when it asks
+            method, path = _method_and_path(environ)
+            headers = EnvironHeaders(environ)
         else:  # the default rule reads one header
             method, path = _method_and_path(environ)
             headers = {PRIORITY_HEADER: environ.get("HTTP_X_TXNSAFETY_PRIORITY", "")}

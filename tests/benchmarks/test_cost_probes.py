@@ -1,4 +1,4 @@
-"""The cost probes run: bench_footprint.py and bench_parts.py, and compiled_checker.py reads the figures.
+"""The cost probes run (bench_footprint.py, bench_parts.py, bench_django.py's sampler); compiled_checker reads figures.
 
 Smoke tests, a few seconds: two rounds in one process, one contender served untimed as
 valgrind runs it.  The Cython build itself is not run here (a compiler and a minute and
@@ -64,3 +64,12 @@ def test_the_footprint_case_on_postgres_is_refused_naming_it():
                            "--postgres", "postgresql://nobody@127.0.0.1/none"], cwd=REPO, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "footprint runs on SQLite only" in done.stderr, done.stderr
+
+
+def test_the_django_benchmark_times_a_sampler_beside_the_sample_rate():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_django.py"), "--processes", "1",
+                           "--rounds", "2", "--per-round", "1"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if "the same share decided by a SAMPLER: " in line]
+    assert len(lines) == 2, done.stdout   # without other middleware, and with startproject's

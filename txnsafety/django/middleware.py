@@ -18,6 +18,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 from ..config import settings
 from ..context import RequestScope
+from ..request_headers import EnvironHeaders
 from ..scopes import close_request, open_request
 
 log = logging.getLogger("txnsafety")
@@ -66,8 +67,10 @@ def _open(request: Any) -> tuple[RequestScope, Any] | None:
     try:
         path = request.path_info or "/"
         method = request.method
-        if settings.priority_rule is not None or settings.sampler is not None:  # they may read any header
+        if settings.priority_rule is not None:
             headers = {k.lower(): v for k, v in request.headers.items()}
+        elif settings.sampler is not None:  # it may read any header: each read when it asks
+            headers = EnvironHeaders(request.META)
         else:  # the default rule reads one header: do not build the whole mapping
             headers = {"x-txnsafety-priority": request.META.get("HTTP_X_TXNSAFETY_PRIORITY", "")}
     except Exception:

@@ -43,7 +43,9 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
         else:  # the application's own rule runs now, as it always has (its errors included)
             priority = settings.priority_for(path, headers)
         scope = RequestScope(name=f"{method} {path}", priority=priority)
-        rate = settings.rate_for(method, path, headers)  # sample_rate unless a sampler decides
+        # sample_rate, inline (every request); a sampler's answer when one is set (rate_for reads it again:
+        # another thread may have removed it since)
+        rate = settings.sample_rate if settings.sampler is None else settings.rate_for(method, path, headers)
         if rate < 1.0 and _draw() >= rate:
             return scope, open_unchecked_scope(scope)
         return scope, open_scope(scope)

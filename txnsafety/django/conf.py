@@ -18,9 +18,9 @@
 
 Read in ``AppConfig.ready()`` and mapped onto :func:`txnsafety.configure`; keys
 that are absent leave the setting as it is, except ``SAMPLER``: absent or None, no
-sampler (so that leaving an ``override_settings`` block that set one removes it).  Under the txnsafety pytest plugin
-``MODE`` is ignored: tests raise by default (ini ``txnsafety_mode`` or the
-``TXNSAFETY_MODE`` variable decide).
+sampler (so that leaving an ``override_settings`` block that set one removes it).
+Under the txnsafety pytest plugin ``MODE`` is ignored: tests raise by default (ini
+``txnsafety_mode`` or the ``TXNSAFETY_MODE`` variable decide).
 """
 from __future__ import annotations
 

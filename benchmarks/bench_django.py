@@ -83,7 +83,7 @@ import txnsafety  # noqa: E402
 from fixtures.django_app.models import Account, Counter  # noqa: E402
 from txnsafety.django import hooks  # noqa: E402
 from benchmarks import _pg  # noqa: E402
-from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
+from benchmarks._compare import Contender, add_options, compare, serve_untimed, start  # noqa: E402
 
 #: ``django-admin startproject``'s MIDDLEWARE: what a real project runs on every request.
 DEFAULT_STACK = [
@@ -212,8 +212,7 @@ def main() -> None:
         setup_data()
         contender = make_contenders(http=True, stack=[])[args.loop]
         contender.setup()
-        for _ in range(5 + args.calls):  # five to warm the caches
-            contender.run()
+        serve_untimed(contender.run, args.calls)
         return
     start(args)
     setup_data()

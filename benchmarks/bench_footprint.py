@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from sqlalchemy.orm import sessionmaker  # noqa: E402
 
 from benchmarks import bench_sqlalchemy as sa  # noqa: E402
-from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
+from benchmarks._compare import Contender, add_options, compare, serve_untimed, start  # noqa: E402
 from txnsafety.sqlalchemy import instrument  # noqa: E402
 
 _var: contextvars.ContextVar[object] = contextvars.ContextVar("bench_footprint", default=None)
@@ -78,8 +78,7 @@ def main() -> None:
         if args.loop:
             contender = contenders[args.loop]
             contender.setup()
-            for _ in range(5 + args.calls):  # five to warm the caches
-                contender.run()
+            serve_untimed(contender.run, args.calls)
             engine.dispose()
             return
         result = compare(contenders, baseline="sqlalchemy", rounds=args.rounds, per_round=args.per_round,

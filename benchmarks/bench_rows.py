@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import bench_django as dj  # noqa: E402  (configures Django: SQLite, txnsafety installed)
 from benchmarks import bench_sqlalchemy as sa  # noqa: E402
 from benchmarks import _pg  # noqa: E402
-from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
+from benchmarks._compare import Contender, add_options, compare, serve_untimed, start  # noqa: E402
 
 from django.core.handlers.wsgi import WSGIHandler  # noqa: E402
 from django.db import transaction  # noqa: E402
@@ -147,10 +147,7 @@ def main() -> None:
         if args.loop:
             contender = {name: c for group in groups.values() for name, c in group.items()}[args.loop]
             contender.setup()
-            for _ in range(5):   # warm: imports, statement caches
-                contender.run()
-            for _ in range(args.calls):
-                contender.run()
+            serve_untimed(contender.run, args.calls)
             return
         for name, contenders in groups.items():
             if args.only and args.only != name:

@@ -44,7 +44,7 @@ from txnsafety.sqlalchemy import events as ts_events  # noqa: E402
 from txnsafety.sqlalchemy import instrument, sqlite_transactions  # noqa: E402
 from txnsafety.wsgi import TxnSafetyMiddleware  # noqa: E402
 from benchmarks import _pg  # noqa: E402
-from benchmarks._compare import Contender, add_options, compare, start  # noqa: E402
+from benchmarks._compare import Contender, add_options, compare, serve_untimed, start  # noqa: E402
 
 
 class Base(DeclarativeBase):
@@ -186,8 +186,7 @@ def main() -> None:
             on = args.loop == "checked"
             _listeners(on)()
             request = make_wsgi_request(checked if on else plain, on)
-            for _ in range(5 + args.calls):  # five to warm the caches
-                request()
+            serve_untimed(request, args.calls)
             _listeners(True)()
             engine.dispose()
             return

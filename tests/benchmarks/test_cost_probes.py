@@ -1,4 +1,5 @@
-"""The cost probes run (bench_footprint.py, bench_parts.py, bench_django.py's sampler); compiled_checker reads figures.
+"""The cost probes run (bench_footprint.py, bench_parts.py, bench_django.py's sampler, where_time_goes.py,
+the null control); compiled_checker reads figures.
 
 Smoke tests, a few seconds: two rounds in one process, one contender served untimed as
 valgrind runs it.  The Cython build itself is not run here (a compiler and a minute and
@@ -55,7 +56,8 @@ def test_the_checked_request_is_timed_with_each_part_removed():
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_parts.py"), "--processes", "1",
                            "--rounds", "2", "--per-round", "1"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    for name in ("checked", "without lookups", "without writes", "without reads", "without detach"):
+    for name in ("checked", "without lookups", "without writes", "without reads", "without detach",
+                 "without all four", "middleware only"):
         assert f"overhead of {name}: " in done.stdout, done.stdout
 
 
@@ -73,3 +75,43 @@ def test_the_django_benchmark_times_a_sampler_beside_the_sample_rate():
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if "the same share decided by a SAMPLER: " in line]
     assert len(lines) == 2, done.stdout   # without other middleware, and with startproject's
+
+
+def test_the_null_control_times_the_baseline_again_and_says_so():
+    done = _run("--processes", "1", "--rounds", "2", "--per-round", "1", "--pad", "5", "--null-control")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  sqlalchemy, again " in done.stdout, done.stdout
+    assert "null control ('sqlalchemy, again': the baseline in a child of its own): " in done.stdout, done.stdout
+
+
+def test_py_spy_samples_are_charged_to_the_checkers_own_lines():
+    """A real py-spy run of the checked SQLAlchemy request: the checker's lines get samples
+    (its reads and writes among them), the host gets most, and the warm-up is left out."""
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "where_time_goes.py"), "--calls", "150",
+                           "--rate", "500", "--top", "40"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    shares = {line.split("  ")[1].strip(): float(line.rsplit(None, 2)[-2])
+              for line in out.splitlines() if line.startswith("  the ")}
+    assert 0 < shares["the checker's own"] < 30 and shares["the host's"] > 50, out
+    assert "sqlalchemy/reads.py:" in out and "sqlalchemy/events.py:" in out, out
+    assert "_warm_up" not in out
+
+
+def test_a_sample_below_a_host_frame_is_the_hosts_and_a_wrappers_call_of_the_original_is_apart():
+    from benchmarks.where_time_goes import PACKAGE, Owner, attribute
+    reads = f"{PACKAGE}sqlalchemy/reads.py"
+    lines = Path(reads).read_text().splitlines()
+    original = next(i for i, text in enumerate(lines, 1) if "_original_instances(cursor, context)" in text)
+    own = next(i for i, text in enumerate(lines, 1) if "session_state = session.info.get(INFO_KEY)" in text)
+    loop = "serve_untimed (/b/_compare.py:1)"
+    host = "instances (/site-packages/sqlalchemy/orm/loading.py:10)"
+    raw = [f"main (/b/x.py:1);{loop};_instances ({reads}:{own}) 3",
+           f"main (/b/x.py:1);{loop};_instances ({reads}:{original}) 2",
+           f"main (/b/x.py:1);{loop};_instances ({reads}:{original});{host} 5",
+           f"main (/b/x.py:1);{loop};_warm_up (/b/_compare.py:2);_instances ({reads}:{own}) 7",
+           f"main (/b/x.py:1);_instances ({reads}:{own}) 11"]
+    result = attribute(raw)
+    assert result.total == 10
+    assert result.by_owner == {Owner.CHECKER: 3, Owner.THROUGH_WRAPPER: 2, Owner.HOST: 5}
+    assert result.by_module == {"sqlalchemy/reads.py": 3}

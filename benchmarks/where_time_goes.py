@@ -173,7 +173,8 @@ def report(case_name: str, result: Attribution, per_call: float, top: int) -> st
         lines.append(f"  {owner.value:40s} {100 * result.share(owner):6.2f} %")
     lines.append("the checker's own, by module:")
     for module, count in result.by_module.most_common():
-        lines.append(f"  {100 * count / result.total:6.2f} %  {count / result.total * per_call * 1e6:6.1f} µs  {module}")
+        share = count / result.total
+        lines.append(f"  {100 * share:6.2f} %  {share * per_call * 1e6:6.1f} µs  {module}")
     lines.append(f"the checker's own, top {top} lines:")
     for where, count in result.by_line.most_common(top):
         lines.append(f"  {100 * count / result.total:6.2f} %  {where}")

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import collections
 import linecache
+import math
 import os
 import shutil
 import subprocess
@@ -171,22 +172,29 @@ def record(case_name: str, calls: int, rate: int, postgres: str | None) -> tuple
     return result, result.total / rate / calls
 
 
+def share_text(count: int, total: int) -> str:
+    """``count`` of ``total`` samples as a percentage with its 95 % sampling error (binomial,
+    normal approximation): a line of a few samples is not read as a cost."""
+    share = count / total
+    return f"{100 * share:6.2f} % ±{196 * math.sqrt(share * (1 - share) / total):.2f}"
+
+
 def report(case_name: str, result: Attribution, per_call: float, top: int) -> str:
-    lines = [f"{case_name}: {result.total} samples inside the requests, about {per_call * 1e6:.0f} µs a request "
-             "(sampled, py-spy's pauses included)"]
+    total = result.total
+    lines = [f"{case_name}: {total} samples inside the requests, about {per_call * 1e6:.0f} µs a request "
+             "(sampled, py-spy's pauses included); shares with their 95 % sampling error"]
     for owner in Owner:
-        lines.append(f"  {owner.value:40s} {100 * result.share(owner):6.2f} %")
+        lines.append(f"  {owner.value:40s} {share_text(result.by_owner[owner], total)}")
     lines.append("the checker's own, by module:")
     for module, count in result.by_module.most_common():
-        share = count / result.total
-        lines.append(f"  {100 * share:6.2f} %  {share * per_call * 1e6:6.1f} µs  {module}")
+        lines.append(f"  {share_text(count, total)}  {count / total * per_call * 1e6:6.1f} µs  {module}")
     lines.append(f"the checker's own, top {top} lines:")
     for where, count in result.by_line.most_common(top):
-        lines.append(f"  {100 * count / result.total:6.2f} %  {where}")
+        lines.append(f"  {share_text(count, total)}  {where}")
     if result.wrapped:
         lines.append("the host's work charged to a wrapper's call of the original:")
         for where, count in result.wrapped.most_common(top):
-            lines.append(f"  {100 * count / result.total:6.2f} %  {where}")
+            lines.append(f"  {share_text(count, total)}  {where}")
     return "\n".join(lines)
 
 

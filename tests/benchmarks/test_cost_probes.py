@@ -7,6 +7,7 @@ a half); what the script reads from the benchmarks' output is.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,8 +92,9 @@ def test_py_spy_samples_are_charged_to_the_checkers_own_lines():
                            "--rate", "500", "--top", "40"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    shares = {line.split("  ")[1].strip(): float(line.rsplit(None, 2)[-2])
-              for line in out.splitlines() if line.startswith("  the ")}
+    shares = {match[1].strip(): float(match[2])
+              for match in re.finditer(r"^  (the [^\n]*?) +(\d+\.\d+) % ±\d+\.\d+$", out, re.MULTILINE)}
+    assert len(shares) == 3, out
     assert 0 < shares["the checker's own"] < 30 and shares["the host's"] > 50, out
     assert "sqlalchemy/reads.py:" in out and "sqlalchemy/events.py:" in out, out
     assert "_warm_up" not in out
@@ -115,3 +117,9 @@ def test_a_sample_below_a_host_frame_is_the_hosts_and_a_wrappers_call_of_the_ori
     assert result.total == 10
     assert result.by_owner == {Owner.CHECKER: 3, Owner.THROUGH_WRAPPER: 2, Owner.HOST: 5}
     assert result.by_module == {"sqlalchemy/reads.py": 3}
+
+
+def test_a_share_carries_its_sampling_error():
+    from benchmarks.where_time_goes import share_text
+    assert share_text(7, 3407) == "  0.21 % ±0.15"   # 7 samples: not a cost to read
+    assert share_text(270, 6115) == "  4.42 % ±0.51"

@@ -80,6 +80,8 @@ class Comparison:
     processes: int = 1
     per_process: dict[str, list[float]] = field(default_factory=dict, repr=False)
     title: str = ""
+    #: Each contender in a forked child of its own (else all in one process).
+    forked: bool = True
 
     def overhead(self, name: str) -> float:
         """The median per-round ratio of ``name`` to the baseline, minus one."""
@@ -117,6 +119,10 @@ _pin = True
 _null_control = False
 
 
+#: A file for :func:`serve_untimed` to write its count of calls to, once all are served.
+SERVED_ENV = "TXNSAFETY_BENCH_SERVED"
+
+
 def serve_untimed(run: Callable[[], None], calls: int) -> None:
     """A benchmark's ``--loop NAME --calls N`` mode: five calls to warm the caches, then ``calls``.
 
@@ -127,6 +133,10 @@ def serve_untimed(run: Callable[[], None], calls: int) -> None:
     _warm_up(run)
     for _ in range(calls):
         run()
+    served = os.environ.get(SERVED_ENV)
+    if served:  # where_time_goes.py: py-spy's exit status does not say whether this got here
+        with open(served, "w") as f:
+            f.write(str(calls))
 
 
 def _warm_up(run: Callable[[], None]) -> None:
@@ -212,7 +222,8 @@ def _pool(records: list[dict]) -> Comparison:
     per_process = {name: [_median_ratio(r, name) for r in records] for name in names}
     ratios = {name: (statistics.median(values), min(values), max(values)) for name, values in per_process.items()}
     return Comparison(baseline, {name: statistics.median(v) for name, v in samples.items()}, samples, ratios,
-                      processes=len(records), per_process=per_process, title=first["title"])
+                      processes=len(records), per_process=per_process, title=first["title"],
+                      forked=first.get("forked", True))
 
 
 def compare(contenders: dict[str, Entry], *, baseline: str, rounds: int = 200, per_round: int = 5,
@@ -241,10 +252,11 @@ def compare(contenders: dict[str, Entry], *, baseline: str, rounds: int = 200, p
     medians = {name: statistics.median(values) for name, values in samples.items()}
     ratios = {name: _median_with_ci([a / b for a, b in zip(samples[name], samples[baseline])])
               for name in names}
-    result = Comparison(baseline, medians, samples, ratios, title=title)
+    result = Comparison(baseline, medians, samples, ratios, title=title, forked=timing is _rounds_forked)
     if _worker_out is not None:
         with open(_worker_out, "a") as f:
-            f.write(json.dumps({"title": title, "baseline": baseline, "names": names, "samples": samples}) + "\n")
+            f.write(json.dumps({"title": title, "baseline": baseline, "names": names, "samples": samples,
+                                "forked": result.forked}) + "\n")
     _print(result, names, title)
     return result
 
@@ -254,13 +266,15 @@ def null_control_name(baseline: str) -> str:
 
 
 def with_null_control(contenders: dict[str, Entry], baseline: str) -> dict[str, Entry]:
-    """The contenders and the baseline once more, second: an A/A test.
+    """The contenders and the baseline once more, last: an A/A test.
 
     Forked, the copy gets a child of its own, so its ratio to the baseline is what two
     children serving the same code differ by (memory layout, where each one's objects
     landed, the machine's drift): a contender's difference inside that spread is not
-    shown to be there.  Measured so: the SQLAlchemy request's copy came out at +0.0 %
-    (per-process range -2.4 to +1.8 %, 12 processes) beside the checker's +5.5 %.
+    shown to be there.  In one process (``--in-process``, or a ``compare(fork=False)``)
+    the copy is the same callable, and its ratio shows only the rounds' noise.  Measured
+    so: the SQLAlchemy request's copy came out at +0.0 % (per-process range -2.4 to
+    +1.8 %, 12 processes) beside the checker's +5.5 %.
     """
     return {**contenders, null_control_name(baseline): contenders[baseline]}
 
@@ -448,7 +462,8 @@ def _print(result: Comparison, names: list[str], title: str) -> None:
     control = null_control_name(result.baseline)
     if control in result.ratios:
         mid, low, high = result.ratios[control]
-        print(f"null control ({control!r}: the baseline in a child of its own): {100 * (mid - 1):+.1f} % "
+        how = "the baseline in a child of its own" if result.forked else "the same callable, in this process"
+        print(f"null control ({control!r}: {how}): {100 * (mid - 1):+.1f} % "
               f"({result.interval_label()} {100 * (low - 1):+.1f} to {100 * (high - 1):+.1f} %)")
 
 

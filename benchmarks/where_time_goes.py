@@ -16,13 +16,17 @@ sample taken inside ``_compare.serve_untimed`` into:
   on the wrapper's line.  Shown apart, never counted as the checker's;
 * **the host's** — everything else.
 
-Two things count as the checker's that the bare request pays as well: a txnsafety helper
+The checker's share is approximate, with errors both ways.  Two things count as the
+checker's that the bare request pays as well: a txnsafety helper
 the bare contender runs too (``sqlite_transactions``' ``BEGIN`` listener in the SQLAlchemy
 benchmarks), and freeing the host's objects the checker held until its line let them go
 (``reads.root_ended`` drops the last statement's ``QueryContext``: 10 of its 15 µs a
 request are that object's deallocation, which the bare request does when the statement
-ends; ``RequestScope.close`` clears stamps that hold the request's ORM objects).  So the
-checker's share here is an upper bound of its own work.
+ends; ``RequestScope.close`` clears stamps that hold the request's ORM objects).  The
+other way, a host function the checker calls (``instance.pk``, ``InstanceState.session``,
+``QuerySet.db``) counts as the host's: about 0.1 to 0.3 % of a request, by a reviewer's
+count.  Code made by ``exec`` (``<string>`` frames, such as dataclass ``__init__``s) counts
+as nobody's in particular: the checker's when the checker called it.
 
 The checker's share is then comparable with the timed overhead (``bench_sqlalchemy.py``,
 ``bench_django.py``): about equal means the time is the checker's own lines, slower in
@@ -53,11 +57,14 @@ from enum import Enum
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from benchmarks._compare import SERVED_ENV  # noqa: E402
 from benchmarks.count_instructions import CASES  # noqa: E402
 
 PACKAGE = os.path.join(os.path.dirname(HERE), "txnsafety") + os.sep
-#: The standard library (not its site-packages): a call the checker makes into it is the checker's time.
+#: The standard library: a call the checker makes into it is the checker's time.
 STDLIB = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+#: Where installed packages live (inside STDLIB on some layouts): the host's.
+PACKAGES = tuple({os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("purelib", "platlib")})
 #: The frame every counted sample passes through, and the one of the warm-up calls (benchmarks/_compare.py).
 LOOP, WARM_UP = "serve_untimed", "_warm_up"
 
@@ -84,7 +91,7 @@ class Frame:
         if self.checker or self.path.startswith("<"):
             return False
         real = os.path.realpath(self.path)
-        return not real.startswith(STDLIB) or "site-packages" in real
+        return not real.startswith(STDLIB) or real.startswith(PACKAGES) or "site-packages" in real
 
     def where(self) -> str:
         return f"{os.path.relpath(self.path, os.path.dirname(PACKAGE))}:{self.line} {self.function}"
@@ -105,12 +112,19 @@ class Attribution:
 
 
 def parse_frame(text: str) -> Frame | None:
-    """``function (path:line)``, as py-spy's raw format writes a frame (``--full-filenames``)."""
-    head, sep, tail = text.rpartition(" (")
+    """``function (path:line)``, as py-spy's raw format writes a frame (``--full-filenames``).
+
+    Split at the first `` (``: a function's name never holds one (``f.<locals>.<lambda>``),
+    a path may (``/tmp/a (1)/x.py``).  A frame without a line keeps line 0.  (A path with
+    ``;`` cannot be read back from this format: py-spy does not escape it.)
+    """
+    head, sep, tail = text.partition(" (")
     if not sep or not tail.endswith(")"):
         return None
-    path, _, line = tail[:-1].rpartition(":")
-    return Frame(head, path, int(line)) if line.isdigit() else None
+    path, colon, line = tail[:-1].rpartition(":")
+    if not colon or not line.isdigit():
+        return Frame(head, tail[:-1], 0)
+    return Frame(head, path, int(line))
 
 
 def owner_of(stack: list[Frame]) -> tuple[Owner, Frame | None]:
@@ -148,23 +162,40 @@ def attribute(raw_lines: list[str]) -> Attribution:
     return result
 
 
-def record(case_name: str, calls: int, rate: int, postgres: str | None) -> tuple[Attribution, float]:
-    """Run the case's checked contender under py-spy; its attribution and the sampled seconds per call."""
-    spy = shutil.which("py-spy")
-    if spy is None:
+def _py_spy() -> str:
+    """py-spy on PATH, or beside this interpreter (a virtualenv not activated)."""
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    found = shutil.which("py-spy") or (beside if os.access(beside, os.X_OK) else None)
+    if found is None:
         raise SystemExit("where_time_goes: py-spy is not installed (pip install py-spy)")
+    return found
+
+
+def record(case_name: str, calls: int, rate: int, postgres: str | None,
+           contender: str | None = None) -> tuple[Attribution, float]:
+    """Run a contender of the case (its checked one by default) under py-spy; its attribution and
+    the sampled seconds per call.
+
+    py-spy exits 0 whatever the program it ran did, so the served requests are confirmed by
+    ``serve_untimed``'s own count (:data:`benchmarks._compare.SERVED_ENV`): a run that failed,
+    or stopped part way, is an error with its output, never shares of partial data.
+    """
+    spy = _py_spy()
     case = next(c for c in CASES if c.name == case_name)
     if postgres and not case.postgres:
         raise SystemExit(f"where_time_goes: the {case_name} case runs on SQLite only")
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "samples.txt")
+        out, served = os.path.join(tmp, "samples.txt"), os.path.join(tmp, "served")
         command = [spy, "record", "--format", "raw", "--full-filenames", "--rate", str(rate), "-o", out, "--",
-                   sys.executable, os.path.join(HERE, case.script), "--loop", case.checked, "--calls", str(calls)]
+                   sys.executable, os.path.join(HERE, case.script), "--loop", contender or case.checked,
+                   "--calls", str(calls)]
         if postgres:
             command += ["--postgres", postgres]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0 or not os.path.exists(out):
-            raise SystemExit(f"where_time_goes: py-spy failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, SERVED_ENV: served})
+        told = open(served).read().strip() if os.path.exists(served) else None
+        if done.returncode != 0 or not os.path.exists(out) or told != str(calls):
+            raise SystemExit(f"where_time_goes: the run did not serve its {calls} requests (py-spy exit "
+                             f"{done.returncode}, served: {told}):\n{done.stdout}{done.stderr}")
         with open(out) as f:
             result = attribute(f.readlines())
     if result.total == 0:
@@ -205,9 +236,13 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=400, help="samples a second (py-spy --rate)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--postgres", metavar="URL", help="the case on PostgreSQL (its script's --postgres)")
+    parser.add_argument("--contender", help="another contender of the case's script (its --loop NAME), e.g. "
+                                            "--case django-request --contender 'checked, sampler'")
     args = parser.parse_args()
-    result, per_call = record(args.case, args.calls, args.rate, args.postgres)
-    print(report(args.case, result, per_call, args.top))
+    if args.calls < 1 or args.rate < 1:
+        parser.error("--calls and --rate must be at least 1")
+    result, per_call = record(args.case, args.calls, args.rate, args.postgres, args.contender)
+    print(report(args.contender or args.case, result, per_call, args.top))
 
 
 if __name__ == "__main__":

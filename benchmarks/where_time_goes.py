@@ -207,6 +207,8 @@ def share_text(count: int, total: int) -> str:
     """``count`` of ``total`` samples as a percentage with its 95 % sampling error (binomial,
     normal approximation): a line of a few samples is not read as a cost."""
     share = count / total
+    if count == 0:  # the normal approximation says ±0: the rule of three bounds it instead
+        return f"{0:6.2f} % <{300 / total:.2f}"
     return f"{100 * share:6.2f} % ±{196 * math.sqrt(share * (1 - share) / total):.2f}"
 
 

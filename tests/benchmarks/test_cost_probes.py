@@ -137,3 +137,4 @@ def test_a_share_carries_its_sampling_error():
     from benchmarks.where_time_goes import share_text
     assert share_text(7, 3407) == "  0.21 % ±0.15"   # 7 samples: not a cost to read
     assert share_text(270, 6115) == "  4.42 % ±0.51"
+    assert share_text(0, 3000) == "  0.00 % <0.10"   # none seen: at most 3 in 3,000 (95 %)

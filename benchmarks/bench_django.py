@@ -13,8 +13,8 @@ round after round so drift hits all alike:
   default): the checker checks that share of the requests, as production may run it;
 * ``checked, sampler`` — the same share decided by a ``SAMPLER`` (a function of the
   method, path and headers, as production may run it per endpoint): against
-  ``checked, sampled``, what a sampler costs (every request's headers read into a dict,
-  one call).
+  ``checked, sampled``, what a sampler costs (one call a request, and the headers it
+  reads, through ``txnsafety/request_headers.py``'s lazy mapping).
 
 The ratio ``checked / django`` is the overhead (target, DESIGN.md: within 5 %).
 A second table times the ORM work alone (no HTTP), the worst case for the ratio.

@@ -84,15 +84,6 @@ def django_contenders() -> dict[str, Contender]:
             "django checked": Contender(_wsgi(ours, "/list/"), dj._state(True, True))}
 
 
-def _sqlalchemy_engine(tmp: str, postgres: str | None):
-    engine = sa.make_engine(tmp, postgres)
-    sa.Base.metadata.create_all(engine)
-    with engine.begin() as conn:
-        conn.execute(sa.Item.__table__.insert(), [{"id": k, "owner": k % 3, "quantity": 0, "note": "x" * 40}
-                                                  for k in range(1, 21 + ROWS)])
-    return engine
-
-
 def _empty_load(state, context) -> None:
     """A load listener that does nothing: SQLAlchemy's own dispatch cost per row."""
 
@@ -129,15 +120,10 @@ def main() -> None:
     args = parser.parse_args()
     if not args.loop and not args.list:
         start(args)
-    txnsafety.configure(mode="log")
-    seen: list = []
-    txnsafety.add_listener(seen.append)
-
-    def no_reports() -> None:  # run where the contenders ran (a forked child each, by default)
-        assert not seen, f"the list must be safe, got {[str(v) for v in seen]}"
+    no_reports = sa.watch_reports()
     _django_data()
     with tempfile.TemporaryDirectory() as tmp:
-        engine = _sqlalchemy_engine(tmp, args.postgres)
+        engine = sa.prepared_engine(tmp, args.postgres, rows=20 + ROWS)
         # each contender's child opens its own connections
         os.register_at_fork(before=lambda: (engine.dispose(), dj.connections.close_all()))
         groups = {"django": django_contenders(), "sqlalchemy": sqlalchemy_contenders(engine)}

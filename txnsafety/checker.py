@@ -183,7 +183,7 @@ def write(scope: RequestScope, entity: Any, *, model: type, policy: Policy, key:
     # count as erased by that object because a later write of this one changed another
     # field.  ``site`` is what a later TXN103 names as "the other write"; the entity is held
     # so that its id, the key, names no other object while the request lasts.
-    now = next(scope._clock)
+    now = scope.last = next(scope._clock)
     if history is None:
         history = scope.writes[history_key] = {}
         ticks: dict[str | None, int] = {}

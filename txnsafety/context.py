@@ -132,7 +132,7 @@ class RequestScope:
     """
 
     __slots__ = ("name", "_priority", "_id", "stamps", "writes", "violations", "reported", "_cleanups", "_clock",
-                 "token", "lookups", "locked_roots", "__weakref__")
+                 "last", "shared_read", "token", "lookups", "locked_roots", "__weakref__")
 
     #: Guards the few shared lists and sets below.  One for all scopes: the sections are
     #: a few instructions long and rare (a lock taken, a violation), a lock per request is not.
@@ -152,6 +152,12 @@ class RequestScope:
         self.reported: set[tuple[Any, ...]] = set()
         self._cleanups: list[Callable[[], None]] = []
         self._clock: Iterator[int] = itertools.count(1)
+        #: The last tick taken (every ``next(_clock)`` stores it here): a statement's read made
+        #: when nothing has ticked since the previous one's may share that one's tick and tuple.
+        self.last = 0
+        #: The last statement read an integration left for the next statement to share (see
+        #: :func:`txnsafety.django.reads._stamp_rows`); None until the first.
+        self.shared_read: Any = None
         #: This request's identity in what integrations keep outside the scope (a read
         #: left on an ORM object: see ``checker.DeferredReads``): compared with ``is``, it
         #: cannot be mistaken for a later request's, and holding it keeps nothing alive.
@@ -186,7 +192,8 @@ class RequestScope:
 
     def tick(self) -> int:
         """A per-request logical clock: orders reads and writes across hops."""
-        return next(self._clock)
+        now = self.last = next(self._clock)
+        return now
 
     def add_cleanup(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` when the scope closes (e.g. release a lock still held)."""
@@ -213,7 +220,7 @@ class RequestScope:
         self.stamps.clear()
         self.writes.clear()
         self.reported.clear()
-        self.lookups = self.locked_roots = None
+        self.lookups = self.locked_roots = self.shared_read = None
 
 
 #: What one context sees: ``(request scope, transaction stack, leases held)``.  One

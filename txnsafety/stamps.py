@@ -98,7 +98,8 @@ def record_read(
         if site is CURRENT:  # no call while no model wants its sites (see sites.wants_site)
             site = user_site(1) if (sites_wanted or settings.read_sites == "always") and wants_site(cls) else None
         # a ReadStamp's fields, as a plain tuple (see ReadStamp)
-        scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
+        now = scope.last = next(scope._clock)
+        scope.stamps[id(entity)] = (entity, now, transaction, leases, site, for_update, False)
     except StompingError:
         raise
     except Exception:
@@ -114,7 +115,8 @@ def stamp(scope: RequestScope, entity: Any, transaction: Transaction | None, lea
     SQLAlchemy load event, Django's ``from_db``); it reports nothing, so TXN108
     still goes through :func:`record_read`.
     """
-    scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
+    now = scope.last = next(scope._clock)
+    scope.stamps[id(entity)] = (entity, now, transaction, leases, site, for_update, False)
 
 
 def stamp_statement(scope: RequestScope, entities: Sequence[Any], transaction: Transaction | None,
@@ -130,10 +132,12 @@ def stamp_statement(scope: RequestScope, entities: Sequence[Any], transaction: T
     """
     if len(entities) == 1:
         entity = entities[0]
-        scope.stamps[id(entity)] = (entity, next(scope._clock), transaction, leases, site, for_update, False)
+        now = scope.last = next(scope._clock)
+        scope.stamps[id(entity)] = (entity, now, transaction, leases, site, for_update, False)
         return
     rows = tuple(entities)
-    read = (rows, next(scope._clock), transaction, leases, site, for_update, False)
+    now = scope.last = next(scope._clock)
+    read = (rows, now, transaction, leases, site, for_update, False)
     scope.stamps.update(dict.fromkeys(map(id, rows), read))
 
 

@@ -224,3 +224,35 @@ def test_a_list_outside_the_checker_is_not_stamped(sqlite_db, enabled):
         rows = list(Account.objects.all())
         assert all((txnsafety.read_stamp(row) is not None) is enabled for row in rows)
         assert all((saves.loaded_token(row) is not None) is enabled for row in rows)
+
+
+@pytest.fixture
+def sites_as_in_production():
+    """Read sites located as production does (none until a model had a violation), where
+    consecutive statements may share one read (``_stamp_rows``)."""
+    from txnsafety.sites import sites_wanted
+    before, wanted = settings.read_sites, set(sites_wanted)
+    sites_wanted.clear()
+    txnsafety.configure(read_sites="adaptive")
+    try:
+        yield
+    finally:
+        txnsafety.configure(read_sites=before)
+        sites_wanted.clear()
+        sites_wanted.update(wanted)
+
+
+def test_consecutive_statements_share_a_read_until_something_ticks(sqlite_db, txnsafety_violations,
+                                                                    sites_as_in_production):
+    with transaction.atomic():
+        mine = list(Account.objects.order_by("pk"))[0]
+        theirs = Account.objects.get(pk=mine.pk)                   # nothing between: the same read
+        assert txnsafety.read_stamp(theirs).tick == txnsafety.read_stamp(mine).tick
+        theirs.balance += 5
+        theirs.save()
+        again = Account.objects.get(pk=mine.pk)                    # read after theirs was written
+        assert txnsafety.read_stamp(again).tick > txnsafety.read_stamp(theirs).tick
+        again.note = again.note + "!"
+        again.save()                                               # erases nothing: read after it
+    assert txnsafety_violations.codes() == []
+    assert Account.objects.get(pk=mine.pk).balance == mine.balance + 5

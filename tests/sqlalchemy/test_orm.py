@@ -386,6 +386,27 @@ def test_internal_stomping_across_sessions_in_weak_transactions(stack, txnsafety
         assert conn.execute(select(Account.balance)).scalar_one() == 110   # the +5 is gone
 
 
+def test_a_re_read_after_the_other_write_is_newer_than_it(stack, read_sites, txnsafety_violations):
+    """The re-read shares no tick with the statement before it (reads.py ``_instances``:
+    consecutive statements share one read only when nothing ticked between them), so
+    the write it is based on erases nothing.  (The other write is safe, in a transaction
+    that prevents lost updates: a violation before the re-read would have the read
+    located, off the path that shares reads.)"""
+    with stack.Weak() as outer, stack.Main() as inner:
+        mine = outer.get(Account, 1)
+        theirs = inner.get(Account, 1)
+        theirs.balance += 5
+        inner.commit()
+        again = outer.execute(select(Account).where(Account.id == 1)
+                              .execution_options(populate_existing=True)).scalar_one()
+        assert again is mine and mine.balance == 105
+        mine.balance += 10
+        outer.commit()
+    assert txnsafety_violations.codes() == ["TXN109"]                    # weak isolation; nothing erased
+    with stack.plain.connect() as conn:
+        assert conn.execute(select(Account.balance)).scalar_one() == 115   # nothing lost
+
+
 def test_relationship_only_change_is_not_a_write_of_the_parent(stack, txnsafety_violations):
     with stack.Auto() as session:
         acct = session.get(Account, 1)

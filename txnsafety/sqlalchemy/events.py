@@ -72,7 +72,7 @@ class SessionState:
     """What the checker tracks for one Session (kept in ``session.info``)."""
 
     __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "unfetched", "last",
-                 "__weakref__")
+                 "window", "__weakref__")
 
     def __init__(self) -> None:
         #: The root SessionTransaction this state describes, until it ends.
@@ -90,10 +90,13 @@ class SessionState:
         self.unfetched: list[Any] = []
         #: The context of the root's last statement noted at once (see reads._track).
         self.last: Any = None
+        #: The read tuple of the last common statement, which the next one shares when
+        #: nothing has ticked since (see reads._instances).
+        self.window: tuple[Any, ...] | None = None
 
     def start(self, root: Any) -> None:
         self.root, self.txn, self.autocommit, self.ignores_for_update = root, None, False, False
-        self.locks = []
+        self.locks, self.window = [], None
 
     def join(self, verdict: Verdict) -> None:
         """A connection began in the current root: fold its verdict in (weakest wins)."""

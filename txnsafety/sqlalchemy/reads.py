@@ -82,6 +82,11 @@ def _instances(cursor: Any, context: Any) -> Any:
     The common statement (no refresh, not FOR UPDATE, not streamed, no read site wanted)
     is noted inline, as :func:`statement_read` would note it: every statement of every
     request passes here, and each Python call costs the request about a tenth of a point.
+    It shares the previous common statement's read tuple (``SessionState.window``) when
+    nothing has ticked since (``RequestScope.last``: no write, lock or other read between
+    them) in the same transaction under the same leases: the two reads cannot be told
+    apart by anything the checker orders them against, and a tuple made per statement
+    cost the request about half a point (docs/performance.md, eighth round).
     """
     if not settings.enabled:
         return _original_instances(cursor, context)
@@ -98,9 +103,14 @@ def _instances(cursor: Any, context: Any) -> Any:
         result = _original_instances(cursor, context)
         if not result.dynamic_yield_per and not context.execution_options.get("prebuffer_rows", False):
             txn = session_state.txn
-            try:  # statement_read's tuple: nothing FOR UPDATE, no site
-                session_state.reads[context.runid] = (scope.token, next(scope._clock), txn, leases, False, False,
-                                                      None, None)
+            try:  # statement_read's tuple: nothing FOR UPDATE, no site; the previous
+                # statement's when nothing ticked since it
+                read = session_state.window
+                if (read is None or read[1] != scope.last or read[0] is not scope.token or read[2] is not txn
+                        or read[3] is not leases):
+                    now = scope.last = next(scope._clock)
+                    read = session_state.window = (scope.token, now, txn, leases, False, False, None, None)
+                session_state.reads[context.runid] = read
             except Exception:
                 log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
                 return result
@@ -227,12 +237,20 @@ def root_ended(session_state: Any) -> None:
     else:
         unfetched = [last]
     reads = session_state.reads
+    scope = current_state()[0]
+    now = None
     for context in unfetched:
         if not hasattr(context, "partials"):
             noted = reads.get(context.runid)
             if noted is not None and len(noted) == 8:
-                # no transaction, and no row lock (it ended with the root)
-                reads[context.runid] = noted[:2] + (None, noted[3], False) + noted[5:]
+                # no transaction, and no row lock (it ended with the root); read from now on, so
+                # later than all the root did (a statement may share an earlier one's tick: _instances)
+                if scope is not None and noted[0] is scope.token:
+                    if now is None:
+                        now = scope.last = next(scope._clock)
+                    reads[context.runid] = (noted[0], now, None, noted[3], False) + noted[5:]
+                else:
+                    reads[context.runid] = noted[:2] + (None, noted[3], False) + noted[5:]
 
 
 def _note(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -> bool:
@@ -280,7 +298,8 @@ def statement_read(context: Any, session_state: Any, scope: Any, leases: tuple[A
     locked_outside = for_update and txn is None
     entities = _entity_classes(context) if sites_wanted or settings.read_sites == "always" else None
     site = user_site(3) if entities and any(wants_site(cls) for cls in entities) else None
-    return (scope.token, next(scope._clock), txn, leases,
+    now = scope.last = next(scope._clock)
+    return (scope.token, now, txn, leases,
             for_update and not session_state.ignores_for_update,  # SQLite renders no FOR UPDATE
             locked_outside, None if for_update_arg is None else _locked_tables(for_update_arg), site)
 

@@ -138,3 +138,35 @@ def test_a_share_carries_its_sampling_error():
     assert share_text(7, 3407) == "  0.21 % ±0.15"   # 7 samples: not a cost to read
     assert share_text(270, 6115) == "  4.42 % ±0.51"
     assert share_text(0, 3000) == "  0.00 % <0.10"   # none seen: at most 3 in 3,000 (95 %)
+
+
+def test_each_write_judgement_is_timed_by_its_place_in_the_request():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "cold_calls.py"), "--requests", "12",
+                           "--skip", "2"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for title in ("SQLAlchemy request", "Django request"):
+        section = done.stdout.split(title, 1)[1]
+        places = re.findall(r"call (\d): +(\d+\.\d+) us", section)[:5]
+        assert [int(place) for place, _ in places] == [1, 2, 3, 4, 5], done.stdout   # five writes a request
+        assert all(float(us) > 0 for _, us in places)
+        assert re.search(r"the first call / the median of the others: \d+\.\dx", section), done.stdout
+
+
+def test_a_place_is_timed_per_request_and_the_warm_up_left_out():
+    from benchmarks.cold_calls import Places, report
+    places = Places()
+    calls = []
+    hook = places.timed(lambda x: calls.append(x) or x)
+    for request in range(3):
+        places.place = 0
+        assert hook(request) == request and hook(request) == request   # two calls a request, values passed on
+    assert calls == [0, 0, 1, 1, 2, 2]
+    assert sorted(places.times) == [0, 1] and all(len(v) == 3 for v in places.times.values())
+    assert sorted(places.medians_us(skip=1)) == [0, 1]
+    assert places.medians_us(skip=3) == {}
+    try:
+        report("nothing", {})
+    except SystemExit as stop:
+        assert "no call of nothing was timed" in str(stop)
+    else:
+        raise AssertionError("an empty timing must be an error")

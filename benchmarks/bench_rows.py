@@ -8,6 +8,8 @@ fresh processes) in the states that split the cost:
 * ``bare``     — txnsafety's hooks/listeners removed, no middleware: the baseline;
 * ``off``      — hooks installed, middleware in place, ``ENABLED`` false: the idle cost;
 * ``checked``  — the checker on (mode ``log``);
+* ``sampled``  — checked, with ``SAMPLE_RATE`` 0.1 (``--sample-rate``): a tenth of the
+  requests checked, as production may run it;
 * ``empty load`` (SQLAlchemy) — no txnsafety at all, one empty ``load`` listener on the
   base class: what SQLAlchemy's own per-row event dispatch costs.
 
@@ -74,27 +76,33 @@ def _wsgi(handler: Callable, url: str) -> Callable[[], None]:
     return request
 
 
-def django_contenders() -> dict[str, Contender]:
+#: the share of requests the ``sampled`` contenders check (``--sample-rate``)
+SAMPLE_RATE = 0.1
+
+
+def django_contenders(sample_rate: float = SAMPLE_RATE) -> dict[str, Contender]:
     with override_settings(MIDDLEWARE=[]):
         bare = WSGIHandler()
     with override_settings(MIDDLEWARE=[dj.OURS]):
         ours = WSGIHandler()
     return {"django": Contender(_wsgi(bare, "/list/"), dj._state(False, False)),
             "django off": Contender(_wsgi(ours, "/list/"), dj._state(True, False)),
-            "django checked": Contender(_wsgi(ours, "/list/"), dj._state(True, True))}
+            "django checked": Contender(_wsgi(ours, "/list/"), dj._state(True, True)),
+            "django sampled": Contender(_wsgi(ours, "/list/"), dj._state(True, True, sample_rate))}
 
 
 def _empty_load(state, context) -> None:
     """A load listener that does nothing: SQLAlchemy's own dispatch cost per row."""
 
 
-def sqlalchemy_contenders(engine) -> dict[str, Contender]:
+def sqlalchemy_contenders(engine, sample_rate: float = SAMPLE_RATE) -> dict[str, Contender]:
     plain, checked = sessionmaker(engine), sa.instrument(sessionmaker(engine))
 
-    def state(listeners: bool, enabled: bool, empty: bool = False) -> Callable[[], None]:
+    def state(listeners: bool, enabled: bool, empty: bool = False, rate: float = 1.0) -> Callable[[], None]:
         def setup() -> None:
             sa._listeners(listeners)()
             txnsafety.settings.enabled = enabled
+            txnsafety.settings.sample_rate = rate
             if empty and not event.contains(sa.Base, "load", _empty_load):
                 event.listen(sa.Base, "load", _empty_load, propagate=True, raw=True)
             elif not empty and event.contains(sa.Base, "load", _empty_load):
@@ -104,7 +112,9 @@ def sqlalchemy_contenders(engine) -> dict[str, Contender]:
     return {"sqlalchemy": Contender(sa.make_list_request(plain, False), state(False, False)),
             "sqlalchemy empty load": Contender(sa.make_list_request(plain, False), state(False, False, True)),
             "sqlalchemy off": Contender(sa.make_list_request(checked, True), state(True, False)),
-            "sqlalchemy checked": Contender(sa.make_list_request(checked, True), state(True, True))}
+            "sqlalchemy checked": Contender(sa.make_list_request(checked, True), state(True, True)),
+            "sqlalchemy sampled": Contender(sa.make_list_request(checked, True),
+                                            state(True, True, rate=sample_rate))}
 
 
 def main() -> None:
@@ -115,6 +125,8 @@ def main() -> None:
     parser.add_argument("--loop", metavar="NAME", help="serve one contender --calls times, untimed (for valgrind)")
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--list", action="store_true", help="name the contenders")
+    parser.add_argument("--sample-rate", type=float, default=SAMPLE_RATE,
+                        help=f"the share of requests the sampled contenders check (default {SAMPLE_RATE:g})")
     add_options(parser, processes=5)
     _pg.add_option(parser)
     args = parser.parse_args()
@@ -126,7 +138,8 @@ def main() -> None:
         engine = sa.prepared_engine(tmp, args.postgres, rows=20 + ROWS)
         # each contender's child opens its own connections
         os.register_at_fork(before=lambda: (engine.dispose(), dj.connections.close_all()))
-        groups = {"django": django_contenders(), "sqlalchemy": sqlalchemy_contenders(engine)}
+        groups = {"django": django_contenders(args.sample_rate),
+                  "sqlalchemy": sqlalchemy_contenders(engine, args.sample_rate)}
         if args.list:
             print("\n".join(name for group in groups.values() for name in group))
             return
@@ -147,7 +160,7 @@ def main() -> None:
                           f"{result.cost_per(other, ROWS) * 1e6:+.2f} us per row")
             print(f"  (the bare request: {result.medians[name] / ROWS * 1e6:.1f} us per row)\n")
         sa._listeners(True)()
-        dj._state(True, True)()
+        dj._state(True, True)()  # (sample_rate 1.0 again)
         engine.dispose()
     no_reports()
 

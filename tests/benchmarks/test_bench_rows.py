@@ -21,13 +21,14 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 def test_the_comparison_runs_and_reports_per_row_costs():
     done = _run("--processes", "1", "--rounds", "2", "--per-round", "1")
     assert done.returncode == 0, done.stdout + done.stderr
-    for line in ("django checked: ", "django off: ", "sqlalchemy empty load: ", "sqlalchemy checked: "):
+    for line in ("django checked: ", "django off: ", "django sampled: ", "sqlalchemy empty load: ",
+                 "sqlalchemy checked: ", "sqlalchemy sampled: "):
         assert line in done.stdout and "us per row" in done.stdout.split(line)[1].splitlines()[0], done.stdout
 
 
 def test_each_named_contender_can_be_served_alone():
     names = _run("--list").stdout.splitlines()
-    assert names == ["django", "django off", "django checked",
-                     "sqlalchemy", "sqlalchemy empty load", "sqlalchemy off", "sqlalchemy checked"]
+    assert names == ["django", "django off", "django checked", "django sampled",
+                     "sqlalchemy", "sqlalchemy empty load", "sqlalchemy off", "sqlalchemy checked", "sqlalchemy sampled"]
     done = _run("--loop", "django checked", "--calls", "2")
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

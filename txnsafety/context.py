@@ -152,8 +152,12 @@ class RequestScope:
         self.reported: set[tuple[Any, ...]] = set()
         self._cleanups: list[Callable[[], None]] = []
         self._clock: Iterator[int] = itertools.count(1)
-        #: The last tick taken (every ``next(_clock)`` stores it here): a statement's read made
-        #: when nothing has ticked since the previous one's may share that one's tick and tuple.
+        #: The last tick taken (every ``next(_clock)`` stores it here; -1 after a stamp was
+        #: replaced): a statement's read made when nothing has ticked since the previous one's
+        #: may share that one's tick and tuple.  Threads running one request's reads and writes
+        #: at the same moment (not asgiref's hops, which run one at a time) may, rarely, store
+        #: an older tick after a newer one: a read then shares a tick it should not, and is
+        #: ordered before a write another thread made at that moment.
         self.last = 0
         #: The last statement read an integration left for the next statement to share (see
         #: :func:`txnsafety.django.reads._stamp_rows`); None until the first.

@@ -218,6 +218,7 @@ def restamp(scope: RequestScope, entity: Any, **changes: Any) -> bool:
     for name, value in changes.items():
         values[_FIELDS[name]] = value
     scope.stamps[me] = tuple(values)
+    scope.last = -1  # the next statement's read is newer than this stamp: it shares no earlier tick
     return True
 
 

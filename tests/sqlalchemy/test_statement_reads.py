@@ -86,3 +86,75 @@ def test_results_made_into_objects_after_the_commit_were_read_outside_it_the_oth
         for result in later:
             obj = result.scalars().one()
             assert txnsafety.read_stamp(obj).transaction is None and not txnsafety.read_stamp(obj).for_update
+
+
+def test_consecutive_statements_share_a_read_until_something_ticks(stack, read_sites):
+    with stack.Main() as session:
+        session.add_all([Account(id=2, owner="two", balance=0), Account(id=3, owner="three", balance=0)])
+        session.commit()
+    with stack.Main() as session:
+        one = session.get(Account, 1)
+        two = session.get(Account, 2)                               # nothing between: one read
+        one.balance += 1
+        session.flush()                                             # a write ticks
+        three = session.get(Account, 3)
+        ticks = [txnsafety.read_stamp(obj).tick for obj in (one, two, three)]
+    if read_sites == "adaptive":                                    # the common statement's path
+        assert ticks[0] == ticks[1] < ticks[2]
+    else:                                                           # reads located: one tick each
+        assert ticks[0] < ticks[1] < ticks[2]
+
+
+def test_rows_made_after_the_commit_still_predate_a_write_made_before_it(stack, read_sites,
+                                                                          txnsafety_violations):
+    """The statement ran before the other object's write: its rows, made into objects after
+    the commit, hold the values from before that write, and writing them erases it (TXN103),
+    whether or not the statement shared an earlier one's read."""
+    with stack.Weak() as outer, stack.Weak() as inner:
+        result = outer.execute(select(Account).where(Account.id == 1))   # runs now: balance 100
+        theirs = inner.get(Account, 1)
+        theirs.balance += 5
+        inner.commit()                                                   # another object writes the row
+        outer.commit()                                                   # the root ends, rows not made yet
+        mine = result.scalar_one()                                       # made now, from the earlier SELECT
+        assert mine.balance == 100
+        mine.balance += 10
+        outer.commit()
+    with stack.plain.connect() as conn:
+        assert conn.execute(select(Account.balance)).scalar_one() == 110   # the +5 is lost
+    assert "TXN103" in txnsafety_violations.codes()
+
+
+def test_a_model_checked_for_internal_stomping_only_still_gets_its_txn103(stack, txnsafety_violations):
+    from fixtures.sqla_app.models import Tally
+    with stack.Auto() as setup:
+        if setup.get(Tally, 1) is None:
+            setup.add(Tally(id=1, n=0))
+        setup.commit()
+    with stack.Weak() as outer, stack.Weak() as inner:
+        result = outer.execute(select(Tally).where(Tally.id == 1))        # runs now: n == 0
+        theirs = inner.get(Tally, 1)
+        theirs.n += 5
+        inner.commit()
+        outer.commit()
+        mine = result.scalar_one()                                        # made from the earlier SELECT
+        assert mine.n == 0
+        mine.n += 10
+        outer.commit()
+    with stack.plain.connect() as conn:
+        assert conn.execute(select(Tally.n).where(Tally.id == 1)).scalar_one() == 10   # the +5 is lost
+    assert txnsafety_violations.codes() == ["TXN103"]
+
+
+def test_a_re_read_after_a_stamp_was_replaced_is_newer_than_it(stack, read_sites, txnsafety_violations):
+    """``record_stale_lock`` replaces the stamp without a tick; the re-read after it (populate_existing)
+    still gets a read of its own, newer, so the object is no longer stale."""
+    with stack.Main() as session:
+        acct = session.get(Account, 1)
+        txnsafety.record_stale_lock(acct)
+        assert txnsafety.read_stamp(acct).stale_lock
+        session.execute(select(Account).where(Account.id == 1).execution_options(populate_existing=True)).one()
+        assert not txnsafety.read_stamp(acct).stale_lock
+        acct.balance += 1
+        session.commit()
+    assert txnsafety_violations.codes() == []

@@ -238,14 +238,16 @@ def root_ended(session_state: Any) -> None:
         unfetched = [last]
     reads = session_state.reads
     scope = current_state()[0]
+    last = scope.last if scope is not None else None
     now = None
     for context in unfetched:
         if not hasattr(context, "partials"):
             noted = reads.get(context.runid)
             if noted is not None and len(noted) == 8:
-                # no transaction, and no row lock (it ended with the root); read from now on, so
-                # later than all the root did (a statement may share an earlier one's tick: _instances)
-                if scope is not None and noted[0] is scope.token:
+                # no transaction, and no row lock (it ended with the root).  A statement sharing an
+                # earlier one's tick (_instances) is read after it: a tick of its own, when nothing
+                # ticked since (a write since must stay after its values, which its SELECT read before)
+                if scope is not None and noted[0] is scope.token and noted[1] == last:
                     if now is None:
                         now = scope.last = next(scope._clock)
                     reads[context.runid] = (noted[0], now, None, noted[3], False) + noted[5:]

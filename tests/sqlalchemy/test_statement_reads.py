@@ -158,3 +158,29 @@ def test_a_re_read_after_a_stamp_was_replaced_is_newer_than_it(stack, read_sites
         acct.balance += 1
         session.commit()
     assert txnsafety_violations.codes() == []
+
+
+@pytest.fixture
+def switched_off():
+    from txnsafety.config import settings
+    settings.enabled = False
+    try:
+        yield settings
+    finally:
+        settings.enabled = True
+
+
+def test_switched_off_a_session_keeps_no_state_and_the_next_transaction_after_is_checked(
+        stack, switched_off, txnsafety_violations):
+    with stack.Weak() as session:
+        acct = session.get(Account, 1)
+        assert reads.INFO_KEY not in session.info            # nothing kept while off (not even a verdict)
+        switched_off.enabled = True                           # on again, in the middle of the transaction
+        acct.balance += 1
+        session.commit()                                      # that transaction: unchecked, nothing named stale
+        assert txnsafety_violations.codes() == []
+        acct = session.get(Account, 1)                        # the next one: checked
+        assert transaction_of(session) is not None and txnsafety.read_stamp(acct) is not None
+        acct.balance += 1
+        session.commit()
+    assert txnsafety_violations.codes() == ["TXN109"]        # weak isolation, read-modify-write

@@ -145,7 +145,17 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
     ``after_begin`` of a root transaction is where its identity starts (a savepoint
     joins its root): no ``after_transaction_create`` listener, which SQLAlchemy
     would call for every flush's subtransaction too.
+
+    Switched off (``ENABLED`` false), nothing is checked: the Session's state is dropped
+    rather than kept up to date (the isolation verdict and a transaction identity cost an
+    installed-but-off list request one to two points).  Switched on again in the middle of
+    a transaction, that transaction goes unchecked (no state: no read noted, no write
+    judged); the next one is checked.  A state kept stale instead would name an ended
+    transaction.
     """
+    if not settings.enabled:
+        session.info.pop(INFO_KEY, None)
+        return
     state = session.info.get(INFO_KEY)
     if state is None:
         state = session.info[INFO_KEY] = SessionState()

@@ -28,7 +28,7 @@ def test_the_comparison_runs_and_reports_per_row_costs():
 
 def test_each_named_contender_can_be_served_alone():
     names = _run("--list").stdout.splitlines()
-    assert names == ["django", "django off", "django checked", "django sampled",
-                     "sqlalchemy", "sqlalchemy empty load", "sqlalchemy off", "sqlalchemy checked", "sqlalchemy sampled"]
+    assert names == ["django", "django off", "django checked", "django sampled", "sqlalchemy",
+                     "sqlalchemy empty load", "sqlalchemy off", "sqlalchemy checked", "sqlalchemy sampled"]
     done = _run("--loop", "django checked", "--calls", "2")
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

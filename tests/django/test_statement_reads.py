@@ -242,8 +242,8 @@ def sites_as_in_production():
         sites_wanted.update(wanted)
 
 
-def test_consecutive_statements_share_a_read_until_something_ticks(sqlite_db, txnsafety_violations,
-                                                                    sites_as_in_production):
+def test_consecutive_statements_share_a_read_until_something_ticks(
+        sqlite_db, txnsafety_violations, sites_as_in_production):
     with transaction.atomic():
         mine = list(Account.objects.order_by("pk"))[0]
         theirs = Account.objects.get(pk=mine.pk)                   # nothing between: the same read

@@ -105,8 +105,8 @@ def test_consecutive_statements_share_a_read_until_something_ticks(stack, read_s
         assert ticks[0] < ticks[1] < ticks[2]
 
 
-def test_rows_made_after_the_commit_still_predate_a_write_made_before_it(stack, read_sites,
-                                                                          txnsafety_violations):
+def test_rows_made_after_the_commit_still_predate_a_write_made_before_it(
+        stack, read_sites, txnsafety_violations):
     """The statement ran before the other object's write: its rows, made into objects after
     the commit, hold the values from before that write, and writing them erases it (TXN103),
     whether or not the statement shared an earlier one's read."""

@@ -161,3 +161,35 @@ def test_report_dir_is_created_where_asked(tmp_path):
                       "--report-dir", str(target), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(os.listdir(target)) == ["report.html", "report.json"]
+
+
+def test_an_interrupted_load_goes_on_at_once():
+    """Ctrl-C while the clients fire (here: the first progress tick raises it): no client starts
+    another request, and the interruption does not wait for the requests in flight."""
+    import threading
+
+    from txnsafety.demo.load import fire
+    from txnsafety.demo.servers import wsgi_server
+
+    hits, finished, release, lock = [], [], threading.Event(), threading.Lock()
+
+    def app(environ, start_response):
+        with lock:
+            hits.append(1)
+            first = len(hits) == 1
+        if not first:
+            release.wait(5)  # in flight until the test lets it go (a thread pool waited here)
+            finished.append(1)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    def tick():
+        raise KeyboardInterrupt
+
+    with wsgi_server(app) as url:
+        with pytest.raises(KeyboardInterrupt):
+            fire(url + "/", requests=40, concurrency=3, tick=tick)
+        assert finished == []          # gone on while the others were still in flight
+        sent = len(hits)
+        release.set()
+    assert sent <= 4, sent             # the first answer and those in flight, not the 40

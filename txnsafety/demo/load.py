@@ -10,11 +10,12 @@ the timeline of one race that produced it.
 """
 from __future__ import annotations
 
+import itertools
+import queue
 import threading
 import urllib.error
 import urllib.request
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -90,12 +91,36 @@ def post(url: str) -> bool:
 
 
 def fire(url: str, requests: int, concurrency: int, tick: Callable[[], None]) -> int:
-    """``requests`` POSTs to ``url`` from ``concurrency`` threads; returns how many failed."""
+    """``requests`` POSTs to ``url`` from ``concurrency`` threads; returns how many failed.
+
+    The clients are daemon threads that take the requests one at a time.  Interrupted
+    (Ctrl-C reaches the main thread here, or ``tick`` raises), no client starts another
+    request and the interruption goes on at once, leaving the requests in flight behind:
+    a thread pool's workers would be waited for, here and again when the interpreter
+    exits, for as long as the server takes to answer them or ``post``'s timeout (two
+    minutes) when it never will (a server stopped with a request half served).
+    """
+    answers: queue.SimpleQueue[bool] = queue.SimpleQueue()
+    tickets = itertools.count()
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set() and next(tickets) < requests:
+            answers.put(post(url))
+
+    clients = [threading.Thread(target=client, name=f"txnsafety-demo-client-{number}", daemon=True)
+               for number in range(concurrency)]
+    for thread in clients:
+        thread.start()
     failed = 0
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="txnsafety-demo-client") as pool:
-        for ok in pool.map(lambda _: post(url), range(requests)):
-            failed += not ok
+    try:
+        for _ in range(requests):
+            failed += not answers.get()
             tick()
+    finally:
+        stop.set()
+    for thread in clients:
+        thread.join()
     return failed
 
 

@@ -141,11 +141,20 @@ def test_real_lock_backends(tmp_path, backend, request):
             assert variant["racy"] or variant["results"]["asgi"]["damage"] == 0
 
 
+def _sigint_as_at_a_terminal() -> None:
+    """In the child: SIGINT's default action, as a shell with job control gives a command.  A
+    shell without it (``cmd &`` in a script, as a CI runner may start the suite) starts its
+    background jobs with SIGINT ignored, their children inherit that, and Python then
+    installs no KeyboardInterrupt handler: Ctrl-C would not reach the demo at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_ends_the_run_quietly(tmp_path):
     """SIGINT while the clients are firing: a one-line message, exit status 130, no traceback."""
     process = subprocess.Popen([sys.executable, "-m", "txnsafety.cli", "demo", "--no-progress",
                                 "--requests", "400", "--think-ms", "20"],
-                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_sigint_as_at_a_terminal)
     for line in process.stdout:  # wait for the moment the servers are being hammered
         if line.startswith("Steps 2 and 3"):
             break

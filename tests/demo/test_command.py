@@ -202,3 +202,34 @@ def test_an_interrupted_load_goes_on_at_once():
         sent = len(hits)
         release.set()
     assert sent <= 4, sent             # the first answer and those in flight, not the 40
+
+
+def test_a_client_that_fails_stops_the_load_with_its_error(monkeypatch):
+    """An unexpected error in a client thread reaches the caller (a thread that died without
+    answering would leave the load waiting for it for ever)."""
+    import threading
+
+    from txnsafety.demo import load
+
+    calls = []
+
+    def post(url):
+        calls.append(url)
+        if len(calls) == 3:
+            raise RuntimeError("the client broke")
+        return True
+
+    monkeypatch.setattr(load, "post", post)
+    raised = []
+
+    def run():
+        try:
+            load.fire("http://127.0.0.1:9/", requests=10, concurrency=2, tick=lambda: None)
+        except RuntimeError as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the load waited for an answer that never came"
+    assert [str(error) for error in raised] == ["the client broke"]

@@ -100,13 +100,17 @@ def fire(url: str, requests: int, concurrency: int, tick: Callable[[], None]) ->
     exits, for as long as the server takes to answer them or ``post``'s timeout (two
     minutes) when it never will (a server stopped with a request half served).
     """
-    answers: queue.SimpleQueue[bool] = queue.SimpleQueue()
+    answers: queue.SimpleQueue[bool | Exception] = queue.SimpleQueue()
     tickets = itertools.count()
     stop = threading.Event()
 
     def client() -> None:
         while not stop.is_set() and next(tickets) < requests:
-            answers.put(post(url))
+            try:
+                answers.put(post(url))
+            except Exception as error:  # raised in the main thread, as a pool's map would
+                answers.put(error)
+                return
 
     clients = [threading.Thread(target=client, name=f"txnsafety-demo-client-{number}", daemon=True)
                for number in range(concurrency)]
@@ -115,7 +119,10 @@ def fire(url: str, requests: int, concurrency: int, tick: Callable[[], None]) ->
     failed = 0
     try:
         for _ in range(requests):
-            failed += not answers.get()
+            answer = answers.get()
+            if isinstance(answer, Exception):
+                raise answer
+            failed += not answer
             tick()
     finally:
         stop.set()

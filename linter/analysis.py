@@ -25,13 +25,13 @@ import dataclasses
 import re
 from typing import Optional, Sequence
 
-from .config import Config
-from .model import Finding
-from .module_analysis import ModuleAnalyzer
-from .prefilter import Prefilter
-from .project_analysis import ProjectAnalysis
-from .syntax import source_lines
-from .wrappers import FileFacts, file_facts, project_config, with_wrappers
+from .facts.config import Config
+from .facts.model import Finding
+from .project.module_analysis import ModuleAnalyzer
+from .facts.prefilter import Prefilter
+from .project.project_analysis import ProjectAnalysis
+from .facts.syntax import source_lines
+from .facts.wrappers import FileFacts, file_facts, project_config, with_wrappers
 
 __all__ = ["FileFacts", "ModuleAnalyzer", "Prefilter", "analyze_project", "analyze_source",
            "file_facts", "project_config", "source_lines"]

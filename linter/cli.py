@@ -11,12 +11,12 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from .baseline import apply_baseline, write_baseline
-from .console import not_shown, statistics, use_color
-from .project import lint_paths
-from .report import FORMATS, text
-from .roles import QuietGroup
-from .settings import ConfigError, Settings, apply_mapping, load_settings
+from .report.baseline import apply_baseline, write_baseline
+from .report.console import not_shown, statistics, use_color
+from .runner import lint_paths
+from .report.formats import FORMATS, text
+from .selection.roles import QuietGroup
+from .selection.settings import ConfigError, Settings, apply_mapping, load_settings
 
 
 def build_parser() -> argparse.ArgumentParser:

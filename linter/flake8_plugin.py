@@ -28,9 +28,9 @@ from txnsafety import __version__
 # checks nothing.
 try:
     from .analysis import Prefilter
-    from .index import IndexStats
-    from .project import ProjectRun, analyze_one, from_project, project_scope
-    from .settings import (ConfigError, Settings, apply_mapping, find_flake8_config, flake8_txn_options,
+    from .project.index import IndexStats
+    from .runner import ProjectRun, analyze_one, from_project, project_scope
+    from .selection.settings import (ConfigError, Settings, apply_mapping, find_flake8_config, flake8_txn_options,
                            load_settings)
     MISSING: Optional[str] = None
 except ImportError as _exc:  # ModuleNotFoundError of a lint dependency

@@ -3,7 +3,7 @@
 Two requests run the same check (``exists()`` is false, a count is under its limit, ``Max("n")``
 gives the next number) before either acts, and both act: two rows where one was meant, a
 limit exceeded, two invoices with one number.  The walk (``dataflow.py``) records each check
-as a :class:`~txnsafety_lint.model.Check` and each act (an insert, a save, an update) as an
+as a :class:`~txnsafety_lint.facts.model.Check` and each act (an insert, a save, an update) as an
 :class:`Act`; this module decides which earlier check an act depends on and whether anything
 makes the pair atomic.
 
@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..constraints import column, covered
-from ..model import Act, ActKind, Check, CheckKind, Confidence
-from ..syntax import CONTEXT_NAMES, assigned_names, walk_nodes
-from .. import presence
-from ..events import Acted
-from ..module_facts import UNPROTECTED_POLICIES
+from ..facts.constraints import column, covered
+from ..facts.model import Act, ActKind, Check, CheckKind, Confidence
+from ..facts.syntax import CONTEXT_NAMES, assigned_names, walk_nodes
+from ..flow import presence
+from ..flow.events import Acted
+from ..facts.module_facts import UNPROTECTED_POLICIES
 
 if TYPE_CHECKING:
-    from ..dataflow import FunctionAnalyzer
+    from ..flow.walk import FunctionAnalyzer
 
 #: every table's primary key is unique; ``pk`` and ``id`` are one spelling (``column()``)
 PRIMARY_KEY = frozenset({"id"})

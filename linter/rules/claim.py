@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from ..model import Entity, Mutation
+from ..facts.model import Entity, Mutation
 
 
 @dataclasses.dataclass(frozen=True)

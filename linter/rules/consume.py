@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..config import name_matches
-from ..model import Confidence
-from ..syntax import dotted, kwarg, terminal
+from ..facts.config import name_matches
+from ..facts.model import Confidence
+from ..facts.syntax import dotted, kwarg, terminal
 from .claim import settled
 
 if TYPE_CHECKING:
-    from ..dataflow import FunctionAnalyzer
+    from ..flow.walk import FunctionAnalyzer
 
 #: calls that send something out of the process (besides the vocabulary's side effects)
 _SENDS = frozenset({"send", "send_mail", "send_messages", "send_email", "send_sms", "deliver"})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..lazy_locks import LazyLock
+from ..facts.lazy_locks import LazyLock
 
 CODE = "TXN105"
 

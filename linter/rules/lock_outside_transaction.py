@@ -24,11 +24,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from ..model import Confidence, Finding
-from ..events import LockedRead
+from ..facts.model import Confidence, Finding
+from ..flow.events import LockedRead
 
 if TYPE_CHECKING:
-    from ..dataflow import FunctionAnalyzer
+    from ..flow.walk import FunctionAnalyzer
 
 CODE = "TXN108"
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..constraints import column
-from ..syntax import terminal
-from ..events import LockedRead
+from ..facts.constraints import column
+from ..facts.syntax import terminal
+from ..flow.events import LockedRead
 
 if TYPE_CHECKING:
-    from ..dataflow import FunctionAnalyzer
+    from ..flow.walk import FunctionAnalyzer
 
 CODE = "TXN105"
 _MAKERS = frozenset({"get_or_create", "update_or_create"})

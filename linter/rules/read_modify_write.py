@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Optional
 
 from txnsafety.codes import CODES
 
-from ..config import Vocab
-from ..model import Entity, Scope
-from ..module_facts import LOCK_POLICIES, TXN_POLICIES, UNPROTECTED_POLICIES
-from ..events import Written
-from ..model import Confidence
-from ..module_facts import protection_needed
+from ..facts.config import Vocab
+from ..facts.model import Entity, Scope
+from ..facts.module_facts import LOCK_POLICIES, TXN_POLICIES, UNPROTECTED_POLICIES
+from ..flow.events import Written
+from ..facts.model import Confidence
+from ..facts.module_facts import protection_needed
 
 if TYPE_CHECKING:
-    from ..dataflow import FunctionAnalyzer
+    from ..flow.walk import FunctionAnalyzer
 
 
 def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[tuple]:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model import Scope
-from ..events import SideEffect
+from ..facts.model import Scope
+from ..flow.events import SideEffect
 
 if TYPE_CHECKING:
-    from ..dataflow import FunctionAnalyzer
+    from ..flow.walk import FunctionAnalyzer
 
 CODE = "TXN107"
 

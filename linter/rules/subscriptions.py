@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from ..events import Event, EventKind
+from ..flow.events import Event, EventKind
 from . import check_then_act, lock_outside_transaction, locked_get_or_create, read_modify_write
 from . import side_effect, two_copies
 
 if TYPE_CHECKING:
-    from ..dataflow import FunctionAnalyzer
+    from ..flow.walk import FunctionAnalyzer
 
 Handler = Callable[["FunctionAnalyzer", Event], None]
 

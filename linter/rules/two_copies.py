@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from ..model import Entity
-from ..events import Written
+from ..facts.model import Entity
+from ..flow.events import Written
 
 if TYPE_CHECKING:
-    from ..dataflow import FunctionAnalyzer
+    from ..flow.walk import FunctionAnalyzer
 
 CODE = "TXN103"
 

@@ -10,7 +10,7 @@ import pytest
 
 from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter
 from txnsafety_lint.cli import main
-from txnsafety_lint.config import Config
+from txnsafety_lint.facts.config import Config
 
 BAD = textwrap.dedent("""\
     from django.db import transaction

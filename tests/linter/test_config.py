@@ -7,7 +7,7 @@ import pytest
 
 from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.cli import main
-from txnsafety_lint.config import Config, config_from, name_matches, vocab_for
+from txnsafety_lint.facts.config import Config, config_from, name_matches, vocab_for
 
 CUSTOM = textwrap.dedent("""\
     from myorm import load_user, persist, with_row_lock

@@ -8,7 +8,7 @@ import pytest
 
 from txnsafety.codes import CODES
 from txnsafety_lint.analysis import analyze_source
-from txnsafety_lint.config import LINTER_CODES, Config
+from txnsafety_lint.facts.config import LINTER_CODES, Config
 
 from .helpers import ROOT
 

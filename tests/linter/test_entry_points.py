@@ -23,9 +23,9 @@ import pytest
 
 from txnsafety_lint.analysis import file_facts, project_config
 from txnsafety_lint.cli import main
-from txnsafety_lint.config import Config
-from txnsafety_lint.index import CACHE_DIR, INDEX_FILE
-from txnsafety_lint.wrappers import with_wrappers
+from txnsafety_lint.facts.config import Config
+from txnsafety_lint.project.index import CACHE_DIR, INDEX_FILE
+from txnsafety_lint.facts.wrappers import with_wrappers
 
 from .helpers import ROOT
 from .test_precommit import _git, _hookrepo
@@ -320,7 +320,7 @@ def test_per_file_facts_make_the_project_configuration(tmp_path):
 
 def test_file_facts_survive_the_index():
     """What the index writes of a file's facts reads back the same (relations included)."""
-    from txnsafety_lint.index import _facts_in, _facts_out
+    from txnsafety_lint.project.index import _facts_in, _facts_out
     path = ROOT / "fixtures" / "lint" / "django_value_provenance.py"
     text = path.read_text(encoding="utf-8")
     facts = file_facts(text, __import__("ast").parse(text), Config())

@@ -11,8 +11,8 @@ import ast
 import textwrap
 
 from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter
-from txnsafety_lint.config import Config
-from txnsafety_lint.events import EventKind, LockedRead, Written
+from txnsafety_lint.facts.config import Config
+from txnsafety_lint.flow.events import EventKind, LockedRead, Written
 from txnsafety_lint.rules import read_modify_write, subscriptions
 
 SOURCE = textwrap.dedent("""\

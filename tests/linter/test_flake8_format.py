@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 from flake8.violation import Violation
 
-from txnsafety_lint.flake8_format import GithubFormatter, SarifFormatter
+from txnsafety_lint.report.flake8_format import GithubFormatter, SarifFormatter
 
 SCHEMA = json.loads((Path(__file__).parent / "sarif-2.1.0-github-subset.schema.json").read_text())
 

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter, analyze_project
-from txnsafety_lint.callers import quiet_functions
-from txnsafety_lint.config import Config
+from txnsafety_lint.project.callers import quiet_functions
+from txnsafety_lint.facts.config import Config
 from txnsafety_lint.flake8_plugin import Plugin
-from txnsafety_lint.roles import classify
+from txnsafety_lint.selection.roles import classify
 
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
 

@@ -14,9 +14,9 @@ import pytest
 
 from txnsafety.codes import CODES
 from txnsafety_lint.cli import main
-from txnsafety_lint.config import LINTER_CODES
-from txnsafety_lint.identity import enclosing_function
-from txnsafety_lint.report import documentation_url
+from txnsafety_lint.facts.config import LINTER_CODES
+from txnsafety_lint.report.identity import enclosing_function
+from txnsafety_lint.report.formats import documentation_url
 
 from .helpers import FIXTURES, ROOT
 

@@ -12,7 +12,7 @@ import ast
 import textwrap
 
 from txnsafety_lint.analysis import analyze_project
-from txnsafety_lint.config import Config
+from txnsafety_lint.facts.config import Config
 
 MODELS = textwrap.dedent("""\
     from django.db import models

@@ -13,7 +13,7 @@ import pytest
 
 from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.cli import main
-from txnsafety_lint.config import Config
+from txnsafety_lint.facts.config import Config
 
 
 def codes(src, **cfg):

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from txnsafety_lint import files as files_module
+from txnsafety_lint.selection import files as files_module
 from txnsafety_lint.cli import main
-from txnsafety_lint.settings import ConfigError, load_settings
+from txnsafety_lint.selection.settings import ConfigError, load_settings
 
 from .helpers import FIXTURES
 

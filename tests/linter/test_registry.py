@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from txnsafety.codes import CODES
-from txnsafety_lint.config import LINTER_CODES, OPT_IN_CODES
-from txnsafety_lint.report import sarif
+from txnsafety_lint.facts.config import LINTER_CODES, OPT_IN_CODES
+from txnsafety_lint.report.formats import sarif
 from txnsafety_lint.rules.registry import RULES, Default
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ DJANGO_HEAD = ("from django.db import transaction\nfrom shop.models import Walle
 
 
 def found(body, head=SQLA_HEAD, **cfg):
-    from txnsafety_lint.config import Config
+    from txnsafety_lint.facts.config import Config
     src = head + textwrap.dedent(body)
     findings = analyze_source(src, Config().update(cfg) if cfg else Config())
     return [(f.line - head.count("\n"), f.code, f.message) for f in findings]

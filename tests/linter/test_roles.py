@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from txnsafety_lint.roles import QUIET, FileRole, QuietGroup, classify, parse_role
+from txnsafety_lint.selection.roles import QUIET, FileRole, QuietGroup, classify, parse_role
 
 
 @pytest.mark.parametrize("path, role", [

@@ -7,7 +7,7 @@ from pathlib import Path
 import jsonschema
 
 from txnsafety_lint.analysis import analyze_source
-from txnsafety_lint.report import sarif
+from txnsafety_lint.report.formats import sarif
 
 from .helpers import FIXTURES, fixture_config
 

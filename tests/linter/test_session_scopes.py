@@ -16,10 +16,10 @@ import textwrap
 
 import pytest
 
-from txnsafety_lint import sessions
+from txnsafety_lint.facts import sessions
 from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.cli import main
-from txnsafety_lint.sessions import SessionTypes
+from txnsafety_lint.facts.sessions import SessionTypes
 
 from .helpers import ACCOUNT_MODEL
 

@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from txnsafety_lint.analysis import analyze_source
-from txnsafety_lint.config import Config
+from txnsafety_lint.facts.config import Config
 
 HEAD = "from django.db import transaction\nfrom shop.models import M\n\n\n"
 

@@ -16,8 +16,8 @@ import textwrap
 import django
 
 from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter
-from txnsafety_lint.config import Config
-from txnsafety_lint.tree_nodes import tree_nodes
+from txnsafety_lint.facts.config import Config
+from txnsafety_lint.facts.tree_nodes import tree_nodes
 
 KINDS = {"classes": (ast.ClassDef,), "functions": (ast.FunctionDef, ast.AsyncFunctionDef),
          "withs": (ast.With, ast.AsyncWith), "returns": (ast.Return,)}

@@ -1,0 +1,262 @@
+"""Checks made before an act (exists, count, lookup miss, aggregate) and the acts.
+
+One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
+records facts and hands verdicts to the rules.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from ..facts.model import Check, CheckKind, Entity, Finding
+from ..facts.syntax import (
+    chain, code_of, dotted, insert_keys, iter_calls, lookup_columns, maybe_models, models_in, names_in,
+    terminal)
+from . import presence
+from ..facts.module_facts import UNPROTECTED_POLICIES
+from .events import Acted
+from ..rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
+from ..rules.check_then_act import message as check_then_act_message
+from ..rules.check_then_act import stored_aggregate_message
+
+from .records import CallSite
+
+if TYPE_CHECKING:
+    from .walk import FunctionAnalyzer
+
+
+class CheckFacts:
+    """Checks made before an act (exists, count, lookup miss, aggregate) and the acts."""
+
+    def check_kind(self, expr: cst.CSTNode) -> Optional[tuple]:
+        for call in iter_calls(expr):
+            t = terminal(call)
+            if t == "exists" and self.orm_query(call):
+                return ("exists", "existence")
+        while isinstance(expr, cst.UnaryOperation):
+            expr = expr.expression
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "rowcount":
+            expr = expr.value
+        if isinstance(expr, cst.Call) and self.queryset_update(expr):
+            return ("updated", "the rows an update matched")  # ``if not qs.update(n=F("n") + 1):``
+        if isinstance(expr, cst.BooleanOperation):      # ``if flag and 0 < LIMIT <= M.objects.count():``
+            return self.check_kind(expr.left) or self.check_kind(expr.right)
+        if isinstance(expr, cst.Comparison):
+            for call in iter_calls(expr):
+                t = terminal(call)
+                if t == "count" and (self.orm_query(call) or dotted(call.func) == "func.count"):
+                    return ("count", "a count")
+                if t in ("update", "execute") and self.queryset_update(call):
+                    return ("updated", "the rows an update matched")
+                if t == "len" and isinstance(call.func, cst.Name) and call.args and \
+                        isinstance(call.args[0].value, cst.Call) and \
+                        self.orm_query(call.args[0].value):
+                    return ("count", "a count")
+        return None
+
+    def queryset_update(self, call: cst.Call) -> bool:
+        """An update whose result counts the rows it matched: ``M.objects.filter(..).update(..)``,
+        ``qs.update(..)`` of a queryset bound here, SQLAlchemy's ``session.query(M)...update()``
+        and ``session.execute(update(M)...)`` (its ``rowcount``)."""
+        term = terminal(call)
+        if term == "execute":
+            inner = call.args[0].value if call.args else None
+            return isinstance(inner, cst.Call) and any(terminal(c) == "update" for c in chain(inner)[1])
+        if term != "update":
+            return False
+        names, _calls, root = chain(call)
+        root_name = root.value if isinstance(root, cst.Name) else ""
+        if self.manager_chain(names) or root_name in self.querysets:
+            return True
+        return "query" in names and (root_name in self.sessions or any("session" in n.lower() for n in names))
+
+    def aggregate_kind(self, expr: cst.CSTNode) -> Optional[str]:
+        """``"a count"`` / ``"an aggregate"`` when ``expr`` reads one from the database."""
+        for call in iter_calls(expr):
+            t = terminal(call)
+            if t == "count" and (self.orm_query(call) or dotted(call.func) == "func.count"):
+                return "a count"
+            if (t == "aggregate" and self.orm_query(call)) or dotted(call.func) in ("func.max", "func.count"):
+                return "an aggregate"
+        return None
+
+    def stored_aggregate(self, tgt: cst.Attribute, value: cst.BaseExpression, line: int) -> None:
+        """``self.number = last + 1`` in a model method (``clean()``, ``save()``): the value the
+        row will be saved with comes from an aggregate read just before (TXN105); the save
+        is the caller's, so the walk reports where the value is stored."""
+        ent = self.entities.get(tgt.value.value) if isinstance(tgt.value, cst.Name) else None
+        if ent is None or ent.source != "self":
+            return
+        used = names_in(value)
+        for check in self.checks:
+            if check.kind is CheckKind.AGGREGATE and not check.used and check.names & used and \
+                    not (check.locked and {id(x) for x in check.stack} <= self.stack_ids()):
+                check.used = True
+                self.report(tgt, "TXN105", stored_aggregate_message(check, f"self.{tgt.attr.value}", line))
+                return
+
+    def note_aggregate(self, targets, value: cst.BaseExpression, line: int) -> None:
+        """Aggregate-then-insert: ``n = M.objects.filter(..).count()`` (or ``Max``) and then
+        an insert that uses ``n`` (``number=n + 1``): two requests compute the same value."""
+        names = [t.target.value for t in targets if isinstance(t.target, cst.Name)]
+        if not names:
+            return
+        used = names_in(value)
+        for c in self.checks:
+            if c.kind == "aggregate" and not c.used and c.names & used:
+                c.names.update(names)         # ``number = last + 1`` carries the value on
+                return
+        what = self.aggregate_kind(value)
+        if what is None:
+            return
+        check = Check(line, CheckKind.AGGREGATE, f"`{names[0]}` computed from {what}", tuple(self.stack),
+                      self.protected_now(), models_in(value))
+        check.names.update(names)
+        self.add_check(check)
+
+    def test(self, test: cst.BaseExpression, node: cst.CSTNode) -> None:
+        self.calls_in(test)
+        line = self.line(node)
+        found = self.check_kind(test)
+        if found is None:
+            for n in names_in(test):
+                if n in self.check_vars:
+                    found = self.check_vars[n]
+                    break
+        if found is None:
+            used = names_in(test)
+            for c in self.checks:
+                if c.kind == "aggregate" and c.names & used:
+                    found = ("count", f"{c.what} (line {c.line})", c.models)   # ``if not used:``
+                    break
+        if found is None:
+            found = presence.call_check(self, test)     # ``if not has_vote(user, poll):``
+        if found is None:
+            found = self.entity_check(test)
+        if found is not None:
+            kind, what = found[0], found[1]
+            models = found[2] if len(found) > 2 else models_in(test)
+            check = Check(line, CheckKind(kind), what, tuple(self.stack),
+                          self.protected_now(models if CheckKind(kind).missing_row else frozenset()),
+                          models, found[3] if len(found) > 3 else None,
+                          column=found[4] if len(found) > 4 else None)
+            check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)),
+                                              *(self.queryset_keys.get(n, ()) for n in names_in(test)))
+            check.lookup = self.lookup_of(test)
+            self.add_check(check)
+
+    def found_in_body(self, test: cst.BaseExpression) -> bool:
+        """Whether the ``if`` body is the branch where the checked row exists: ``if
+        q.exists():``, ``if obj:``, ``if obj is not None:`` (not ``if not ...`` or ``is None``)."""
+        stack: list[tuple[cst.CSTNode, bool]] = [(test, False)]
+        while stack:
+            node, negated = stack.pop()
+            if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+                stack.append((node.expression, not negated))
+            elif isinstance(node, cst.BooleanOperation):
+                stack.extend([(node.left, negated), (node.right, negated)])
+            elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and \
+                    isinstance(node.comparisons[0].comparator, cst.Name) and \
+                    node.comparisons[0].comparator.value == "None":
+                is_none = isinstance(node.comparisons[0].operator, cst.Is)
+                stack.append((node.left, negated ^ is_none))
+            elif isinstance(node, cst.Call) and (terminal(node) == "exists" or
+                                                 self.classify_get(node) is not None):
+                return not negated
+            elif isinstance(node, cst.Name) and node.value in self.entities or presence.found_test(self, node):
+                return not negated
+        return False
+
+    def lookup_of(self, expr: cst.BaseExpression) -> Optional[frozenset]:
+        """The columns the lookup behind a check compared (None: not known)."""
+        for call in iter_calls(expr):
+            found = lookup_columns(call)
+            if found:
+                return found
+        for n in names_in(expr):
+            if n in self.check_lookups:
+                return self.check_lookups[n]
+            ent = self.entities.get(n)
+            if ent is not None and ent.lookup:
+                return ent.lookup
+        return None
+
+    def entity_check(self, test: cst.BaseExpression) -> Optional[tuple]:
+        stack = [test]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Comparison):
+                left = n.left
+                for ct in n.comparisons:
+                    op = ct.operator
+                    right = ct.comparator
+                    if isinstance(op, (cst.Is, cst.IsNot)) and isinstance(right, cst.Name) and \
+                            right.value == "None":
+                        if isinstance(left, cst.Name) and left.value in self.entities and \
+                                self.entities[left.value].maybe_none:
+                            return ("none", f"`{left.value} is None`",
+                                    maybe_models(self.entities[left.value].model))
+                        if isinstance(left, cst.Call) and self.classify_get(left) is not None:
+                            return ("none", "a missing row", maybe_models(self.classify_get(left).model))
+                    if isinstance(op, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan,
+                                       cst.GreaterThanEqual)):
+                        for side in (left, right):
+                            if isinstance(side, cst.Attribute) and isinstance(side.value, cst.Name) \
+                                    and side.value.value in self.entities and \
+                                    self.entities[side.value.value].source != "param":
+                                subject = self.entities[side.value.value]
+                                return ("limit", f"`{code_of(side)}` against a limit",
+                                        maybe_models(subject.model), subject, side.attr.value)
+                    left = right
+            elif isinstance(n, cst.UnaryOperation) and isinstance(n.operator, cst.Not):
+                e = n.expression
+                if isinstance(e, cst.Name) and e.value in self.entities and \
+                        self.entities[e.value].maybe_none:
+                    return ("none", f"`not {e.value}`", maybe_models(self.entities[e.value].model))
+                got = self.classify_get(e) if isinstance(e, cst.Call) else None
+                if got is not None and got.maybe_none:
+                    return ("none", "a missing row", maybe_models(got.model))     # ``if not q.first():``
+                stack.append(e)
+            elif isinstance(n, cst.BooleanOperation):
+                stack.extend([n.left, n.right])
+            elif isinstance(n, cst.Name) and n.value in self.entities and \
+                    self.entities[n.value].maybe_none:
+                return ("none", f"`{n.value}`", maybe_models(self.entities[n.value].model))
+        return None
+
+    def act(self, node: cst.CSTNode, what: str, model: Optional[str] = None,
+            kind: str = "create", entity: Optional[Entity] = None) -> None:
+        """An insert, save or update: judged against the checks made before it (TXN105)."""
+        self.work_lines.append(self.line(node))
+        if kind == "create" and not self.integrity_depth:
+            self.creates.append((self.line(node), model))     # for callers' checks
+        self.write_lines.append(self.line(node))
+        act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
+                  insert_keys(node) if kind == ActKind.CREATE else None, entity)
+        self.emit(Acted(act.line, tuple(self.stack), act, node))
+
+    def callee_insert(self, site: "CallSite", callee: "FunctionAnalyzer") -> None:
+        """TXN105 at a call whose callee inserts (``self._create_token(...)`` after ``if not
+        previous:``): the caller's check, as it stood at the call, and the callee's insert."""
+        if site.guarded or not site.checks or not callee.creates:
+            return
+        if callee.is_method != site.on_self or (callee.is_method and
+                                                callee.qualname.split(".")[0] != self.qualname.split(".")[0]):
+            return      # only a module function, or a method of this class called on ``self``
+        c_line, model = callee.creates[0]
+        where = "line" if callee.mod is self.mod else \
+            f"{os.path.basename(callee.mod.filename) or 'another module'} line"
+        act = Act(site.line, f"`{callee.name}()` (inserting at {where} {c_line})", ActKind.CREATE,
+                  model, site.names, None, None)
+        pending = [c for c in site.checks if depends_on(c, act, UNPROTECTED_POLICIES)]
+        if not pending:
+            return
+        check = pending[-1]
+        if unique_key_settles(check, act, self.mod.cfg.unique_keys) or \
+                (check.locked and {id(s) for s in check.stack} <= {id(s) for s in site.stack}):
+            return
+        if self.mod.cfg.code_enabled("TXN105"):
+            self.mod.add(Finding(site.line, site.col, "TXN105",
+                                 check_then_act_message(check, act, self.framework_hint())))

@@ -1,0 +1,80 @@
+"""SQLAlchemy queries built in steps: ``query = session.query(M)``, ``query = query.filter_by(..)``.
+
+Repository code builds a legacy ``Query`` over several statements and runs it last
+(``entity = query.one()``, ``query.first()``, ``for row in query:``).  The walk knows a
+query only as a chain ending in a terminal; this module tells it what a name holds once a
+query is kept in it, so the later terminal reads rows of ``M`` (:func:`run`) and a loop
+over the name goes over them.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from ..facts.module_facts import GetInfo
+from ..facts.query_selection import state_columns
+from ..facts.syntax import MAYBE_NONE, SQLA_TERMINALS, chain, dotted, first_arg_name, lookup_columns, terminal
+
+if TYPE_CHECKING:
+    from .walk import FunctionAnalyzer
+
+__all__ = ["kept", "note_kept", "run"]
+
+#: ``Query`` methods that return a new query without running it
+_BUILDERS = frozenset({"query", "filter", "filter_by", "join", "outerjoin", "order_by", "options",
+                       "limit", "offset", "with_for_update", "distinct", "group_by", "having",
+                       "select_from", "populate_existing", "execution_options", "params",
+                       "enable_eagerloads", "autoflush", "with_entities", "yield_per"})
+
+
+def kept(fa: "FunctionAnalyzer", value: cst.BaseExpression) -> Optional[GetInfo]:
+    """What ``value`` builds when it is a SQLAlchemy query not run yet: ``session.query(M)...``
+    on a session, or more steps on a query kept earlier (``query.filter_by(..)``)."""
+    if not isinstance(value, cst.Call) or terminal(value) not in _BUILDERS:
+        return None
+    names, calls, root = chain(value)
+    base = fa.querysets.get(root.value) if isinstance(root, cst.Name) else None
+    model = None
+    if base is not None and base.framework == "sqlalchemy":
+        model = base.model
+    else:
+        base = None
+        start = calls[-1]                      # the innermost call: ``session.query(M)``
+        if terminal(start) != "query" or not isinstance(start.func, cst.Attribute):
+            return None
+        recv = start.func.value
+        if not ("session" in dotted(recv).lower() or dotted(recv) in fa.sessions or fa.typed_session(recv)):
+            return None
+        model = first_arg_name(start)
+    for_update = any(terminal(c) == "with_for_update" for c in calls) or bool(base and base.for_update)
+    info = GetInfo(model, model, None, "sqlalchemy", for_update=for_update)
+    info.state = state_columns(value) | (base.state if base is not None else frozenset())
+    own = lookup_columns(value)
+    info.lookup = own if base is None or base.lookup is None else base.lookup | (own or frozenset())
+    return info
+
+
+def run(base: GetInfo, term: str, mk) -> Optional[GetInfo]:
+    """``query.one()`` on a query kept in a name: a read of its rows (``mk`` makes the
+    walk's :class:`GetInfo` for the call); None for anything but a terminal."""
+    if term not in SQLA_TERMINALS:
+        return None
+    info = mk(base.model, None, "sqlalchemy", maybe_none=term in MAYBE_NONE)
+    info.for_update = info.for_update or base.for_update
+    info.lookup = info.lookup or base.lookup
+    info.state = info.state | base.state
+    return info
+
+
+def note_kept(fa: "FunctionAnalyzer", targets, value: cst.BaseExpression) -> set[str]:
+    """Remember the query ``value`` builds in each plain name it is assigned to; the names."""
+    info = kept(fa, value)
+    if info is None:
+        return set()
+    out = set()
+    for t in targets:
+        if isinstance(t.target, cst.Name):
+            fa.querysets[t.target.value] = info
+            out.add(t.target.value)
+    return out

@@ -1,0 +1,186 @@
+"""Functions that only run where races cannot: every caller the project shows is quiet code.
+
+A file's role (``roles.py``) says whether the code in it runs beside requests.  A function in
+application code can still run only alone: ``create_page()`` in a CMS's public API called
+only by its test fixtures, ``create_groups()`` called only by a ``post_migrate`` receiver.
+Its findings are as quiet as its callers, so they are counted under the callers' group
+(tests, migrations, scripts) instead of being shown.
+
+The summary is computed to a fixed point over the project's call graph, by name: a function
+is quiet when
+
+* its name is defined once in the project (a name defined twice cannot be told apart by its
+  calls), it is referenced at least once (a function nothing references is an entry point
+  the framework calls: a view, a task, a signal handler), and
+* every reference to it (a call, or a callback handed on) lies in a quiet file, in a
+  ``pre_migrate`` / ``post_migrate`` receiver, or in a function already found quiet.
+
+One reference from application code keeps it reported: that is the caller that races.
+
+A **job** is never quiet by its callers: a function in a ``tasks.py`` module (or a ``tasks/``
+package: Celery's, RQ's and Huey's convention) or decorated as a task (``@shared_task``,
+``@app.task``, ``@periodic_task``, ``@db_periodic_task``, ``@job``, ``@actor``).  A worker or a
+scheduler runs it, again and again and beside requests, whoever else the project shows
+calling it (a management command that runs it once by hand, its tests).
+"""
+from __future__ import annotations
+
+import ast
+import collections
+import dataclasses
+from typing import Iterable, Iterator, Mapping, Optional
+
+from ..facts.ast_names import last_name
+from ..selection.roles import QUIET, FileRole, QuietGroup
+
+#: Django signals sent by ``migrate``: their receivers run with the deploy, alone
+_MIGRATE_SIGNALS = frozenset({"post_migrate", "pre_migrate"})
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+#: decorators that make a function a job a worker or scheduler runs
+_TASK_DECORATORS = frozenset({"task", "shared_task", "periodic_task", "db_task", "db_periodic_task",
+                              "job", "actor", "cron"})
+
+
+def _is_job(path: str, fn: ast.AST) -> bool:
+    """A function a worker or scheduler runs: defined in a tasks module, or decorated as a task."""
+    parts = path.replace("\\", "/").split("/")
+    if parts[-1] == "tasks.py" or "tasks" in parts[:-1]:
+        return True
+    return any(last_name(d.func if isinstance(d, ast.Call) else d) in _TASK_DECORATORS
+               for d in getattr(fn, "decorator_list", ()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Definition:
+    path: str
+    qualname: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    path: str
+    #: the qualified name of the function the reference is in (None: module or class level)
+    caller: Optional[str]
+
+
+def _is_migrate_receiver(fn: ast.AST) -> bool:
+    for deco in getattr(fn, "decorator_list", ()):
+        if isinstance(deco, ast.Call) and last_name(deco) == "receiver" and \
+                any(last_name(a) in _MIGRATE_SIGNALS for a in deco.args):
+            return True
+    return False
+
+
+def _walk(tree: ast.AST) -> Iterator[tuple[ast.AST, Optional[str]]]:
+    """Every node with the qualified name of the function (or class) around it."""
+    stack: list[tuple[ast.AST, Optional[str]]] = [(c, None) for c in ast.iter_child_nodes(tree)]
+    while stack:
+        node, scope = stack.pop()
+        yield node, scope
+        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+            inner = f"{scope}.{node.name}" if scope else node.name
+            stack.extend((d, scope) for d in node.decorator_list)
+            stack.extend((stmt, inner) for stmt in node.body)
+            if isinstance(node, ast.ClassDef):
+                stack.extend((b, scope) for b in [*node.bases, *node.keywords])
+            else:
+                stack.append((node.args, scope))
+        else:
+            stack.extend((c, scope) for c in ast.iter_child_nodes(node))
+
+
+class CallGraph:
+    """Definitions and references of the project's functions, by name."""
+
+    def __init__(self, modules: Iterable[tuple[str, ast.AST]]):
+        self.definitions: dict[str, list[Definition]] = collections.defaultdict(list)
+        self.references: dict[str, list[Reference]] = collections.defaultdict(list)
+        #: functions ``migrate`` runs: receivers of its signals
+        self.migrate_receivers: set[tuple[str, str]] = set()
+        #: jobs a worker or scheduler runs (never quiet by their callers)
+        self.jobs: set[tuple[str, str]] = set()
+        seen: list[tuple[str, str, Optional[str]]] = []
+        connected: set[str] = set()         # ``post_migrate.connect(handler)``
+        for path, tree in modules:
+            for node, scope in _walk(tree):
+                if isinstance(node, _FUNCTIONS):
+                    qualname = f"{scope}.{node.name}" if scope else node.name
+                    self.definitions[node.name].append(Definition(path, qualname, node.name))
+                    if _is_migrate_receiver(node):
+                        self.migrate_receivers.add((path, qualname))
+                    if _is_job(path, node):
+                        self.jobs.add((path, qualname))
+                elif isinstance(node, ast.Call) and last_name(node) == "connect" and \
+                        isinstance(node.func, ast.Attribute) and \
+                        last_name(node.func.value) in _MIGRATE_SIGNALS and node.args:
+                    connected.add(last_name(node.args[0]))
+                elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+                    seen.append((path, last_name(node), scope))
+        for path, name, scope in seen:
+            if name in self.definitions and name not in connected:
+                self.references[name].append(Reference(path, scope))
+        for name in connected:
+            for d in self.definitions.get(name, ()):
+                self.migrate_receivers.add((d.path, d.qualname))
+
+
+def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, FileRole]
+                    ) -> dict[tuple[str, str], QuietGroup]:
+    """``(path, qualname) -> the quiet group`` of each function in reported code whose
+    every reference lies in quiet code (the group most of its references are in).  Every
+    group counts as quiet here; :func:`quiet_group` lets an included group show it."""
+    graph = CallGraph(modules)
+    quiet_roles = dict(QUIET)
+    found: dict[tuple[str, str], QuietGroup] = {
+        key: QuietGroup.MIGRATIONS for key in graph.migrate_receivers
+        if roles.get(key[0]) not in quiet_roles}
+
+    def group_of(ref: Reference) -> Optional[QuietGroup]:
+        role = roles.get(ref.path)
+        if role in quiet_roles:
+            return quiet_roles[role]
+        scope = ref.caller
+        while scope:                       # a reference in a nested function or a method
+            if (ref.path, scope) in found:
+                return found[(ref.path, scope)]
+            scope = scope.rpartition(".")[0]
+        return None
+
+    changed = True
+    while changed:
+        changed = False
+        for name, defs in graph.definitions.items():
+            if len(defs) != 1 or name.startswith("__"):
+                continue
+            d = defs[0]
+            key = (d.path, d.qualname)
+            if key in found or key in graph.jobs or roles.get(d.path) in quiet_roles:
+                continue
+            refs = [r for r in graph.references.get(name, ()) if (r.path, r.caller) != key]
+            if not refs:
+                continue
+            groups = [group_of(r) for r in refs]
+            if all(g is not None for g in groups):
+                found[key] = collections.Counter(groups).most_common(1)[0][0]
+                changed = True
+    return found
+
+
+def quiet_group(quiet: Mapping[str, str], qualname: Optional[str],
+                include: Iterable[QuietGroup] = ()) -> Optional[QuietGroup]:
+    """The group hiding a finding in ``qualname`` (or in a function it is nested in), from
+    ``quiet`` (qualified name -> group name, as :func:`quiet_functions` found it); None when
+    there is none or ``include`` shows it."""
+    scope = qualname or ""
+    while scope:
+        if scope in quiet:
+            try:
+                group = QuietGroup(quiet[scope])
+            except ValueError:          # an index written by another version: ignore it
+                return None
+            return None if group in set(include) else group
+        scope = scope.rpartition(".")[0]
+    return None

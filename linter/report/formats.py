@@ -1,0 +1,171 @@
+"""Output formats: text, json, sarif (2.1.0, for GitHub code scanning), github annotations.
+
+Findings arrive with their paths already relative to the project root and their
+enclosing function known (the command sets both), so every format shows the same path and
+SARIF fingerprints survive moved lines (:mod:`.identity`).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Iterable, Optional
+from urllib.parse import urljoin
+
+from txnsafety.code_pages import page
+from txnsafety.codes import CODES
+
+from ..facts.config import LINTER_CODES, OPT_IN_CODES
+from .identity import fingerprints
+from ..facts.model import Finding
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+FINGERPRINT_KEY = "txnsafety/v2"
+
+
+def _tool_version() -> str:
+    from txnsafety import __version__  # the one source of the version
+    return __version__
+
+
+@functools.lru_cache(maxsize=1)
+def documentation_url() -> Optional[str]:
+    """The ``Documentation`` project URL of the installed package metadata (setup.cfg's
+    ``project_urls``, declared once); None when the package is not installed."""
+    try:
+        from importlib.metadata import metadata
+        entries = metadata("txnsafety").get_all("Project-URL") or []
+    except Exception:  # pragma: no cover - running from a bare checkout
+        return None
+    for entry in entries:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() == "documentation" and url.strip():
+            return url.strip().rstrip("/") + "/"
+    return None
+
+
+def help_uri(code: str) -> Optional[str]:
+    """Where ``code``'s page is published: ``<Documentation>codes/TXNnnn.md``."""
+    base = documentation_url()
+    return urljoin(base, f"codes/{code}.md") if base else None
+
+
+_COLORS = {"path": "\x1b[1m", "pos": "\x1b[2m", "code": "\x1b[1;31m", "reset": "\x1b[0m"}
+
+
+def text(findings: Iterable[Finding], color: bool = False) -> str:
+    """``path:line:col: TXNnnn message`` lines, as flake8 and Ruff print them."""
+    if not color:
+        return "".join(f"{f.path}:{f.line}:{f.col + 1}: {f.message}\n" for f in findings)
+    c = _COLORS
+    out = []
+    for f in findings:
+        code, _, rest = f.message.partition(" ")
+        out.append(f"{c['path']}{f.path}{c['reset']}{c['pos']}:{f.line}:{f.col + 1}:{c['reset']} "
+                   f"{c['code']}{code}{c['reset']} {rest}\n")
+    return "".join(out)
+
+
+def as_json(findings: Iterable[Finding]) -> str:
+    out = []
+    for f in findings:
+        code = CODES[f.code]
+        out.append({"path": f.path, "line": f.line, "column": f.col + 1, "code": f.code,
+                    "kind": code.kind, "message": f.message, "function": f.function,
+                    "confidence": f.confidence.label})
+    return json.dumps(out, indent=2) + "\n"
+
+
+def _escape_gh(value: str, prop: bool = False) -> str:
+    value = value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        value = value.replace(":", "%3A").replace(",", "%2C")
+    return value
+
+
+def github(findings: Iterable[Finding]) -> str:
+    lines = []
+    for f in findings:
+        title = f"{f.code} {CODES[f.code].kind}"
+        lines.append(f"::error file={_escape_gh(f.path, True)},line={f.line},col={f.col + 1},"
+                     f"title={_escape_gh(title, True)}::{_escape_gh(f.message)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _uri(path: str) -> str:
+    """A relative URI (to ``%SRCROOT%``) for a root-relative path; ``file://`` outside it."""
+    path = path.replace(os.sep, "/")
+    if os.path.isabs(path):
+        return "file://" + ("" if path.startswith("/") else "/") + path
+    return path
+
+
+def _artifact(path: str) -> dict:
+    uri = _uri(path)
+    return {"uri": uri} if uri.startswith("file:") else {"uri": uri, "uriBaseId": "%SRCROOT%"}
+
+
+def _rule(code: str) -> dict:
+    c = CODES[code]
+    rule = {
+        "id": code,
+        "name": "".join(w.capitalize() for w in c.kind.replace("-", " ").split()),
+        "shortDescription": {"text": f"{c.kind}: {c.summary}"},
+        "fullDescription": {"text": c.summary},
+        "help": {"text": f"{code} {c.kind}: {c.summary}. See docs/codes/{code}.md."},
+    }
+    markdown = page(code)
+    if markdown:
+        rule["help"]["markdown"] = markdown
+    uri = help_uri(code)
+    if uri:
+        rule["helpUri"] = uri
+    return rule
+
+
+def sarif(findings: Iterable[Finding]) -> str:
+    findings = sorted(findings, key=Finding.sort_key)
+    prints = fingerprints(findings)
+    rules = []
+    index = {}
+    for i, code in enumerate(LINTER_CODES):
+        index[code] = i
+        rules.append({
+            **_rule(code),
+            "defaultConfiguration": {"level": "note" if code in OPT_IN_CODES else "error",
+                                     "enabled": code not in OPT_IN_CODES},
+            "properties": {"tags": ["concurrency", "correctness", "data-loss"],
+                           "precision": "medium"},
+        })
+    results = []
+    for f, fp in zip(findings, prints):
+        results.append({
+            "ruleId": f.code,
+            "ruleIndex": index[f.code],
+            "level": "error",
+            "message": {"text": f.message},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": _artifact(f.path),
+                "region": {"startLine": f.line, "startColumn": f.col + 1},
+            }}],
+            "partialFingerprints": {FINGERPRINT_KEY: fp},
+            "properties": {"confidence": f.confidence.label},
+        })
+    doc = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "txnsafety",
+                "version": _tool_version(),
+                "informationUri": "https://github.com/txnsafety/txnsafety",
+                "rules": rules,
+            }},
+            "results": results,
+            "columnKind": "unicodeCodePoints",
+        }],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+FORMATS = {"text": text, "json": as_json, "sarif": sarif, "github": github}

@@ -27,14 +27,16 @@ from typing import Optional, Sequence
 
 from .facts.config import Config
 from .facts.model import Finding
-from .project.module_analysis import ModuleAnalyzer
 from .facts.prefilter import Prefilter
-from .project.project_analysis import ProjectAnalysis
 from .facts.syntax import source_lines
 from .facts.wrappers import FileFacts, file_facts, project_config, with_wrappers
+from .project.module_analysis import ModuleAnalyzer
+from .project.project_analysis import ProjectAnalysis
+from .selection.sources import FileProblem, noqa_filter
+from .rules.subscriptions import RULES
 
-__all__ = ["FileFacts", "ModuleAnalyzer", "Prefilter", "analyze_project", "analyze_source",
-           "file_facts", "project_config", "source_lines"]
+__all__ = ["FileFacts", "ModuleAnalyzer", "Prefilter", "RULES", "analyze_file", "analyze_project",
+           "analyze_source", "file_facts", "project_config", "source_lines"]
 
 #: a module that may declare its own transaction wrapper, unique keys, managers or relations
 #: (wrappers.py)
@@ -51,7 +53,7 @@ def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = ""
         if tree is None:
             tree = ast.parse(source)
         cfg = with_wrappers(cfg, [(source, tree)])
-    mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter)
+    mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter, RULES)
     findings = mod.run()
     return [dataclasses.replace(f, path=filename) for f in findings]
 
@@ -71,8 +73,22 @@ def analyze_project(files: Sequence[tuple[str, str, ast.AST]], cfg: Optional[Con
         cfg = project_config(cfg or Config(), facts)
     else:
         cfg = with_wrappers(cfg or Config(), [(source, tree) for _path, source, tree in files])
-    project = ProjectAnalysis(files, cfg, prefilter or Prefilter(cfg), roots)
+    project = ProjectAnalysis(files, cfg, prefilter or Prefilter(cfg), roots, RULES)
     project.keep_helpers()
     project.analyze()
     project.join()
     return project.results()
+
+
+def analyze_file(path: str, source: str, tree: ast.AST, cfg: Config,
+                 prefilter: Optional[Prefilter] = None, noqa: bool = True) -> list[Finding]:
+    """The findings of one file judged on its own (``--no-cross-module``), noqa applied
+    unless ``noqa`` is false."""
+    try:
+        findings = analyze_source(source, cfg, path, tree=tree, prefilter=prefilter)
+    except RecursionError:
+        raise FileProblem("skipped: the code is nested too deeply to analyse") from None
+    except Exception as exc:  # noqa: BLE001 - a lint run must never show a traceback
+        raise FileProblem(f"internal error while analysing ({exc.__class__.__name__}: {exc}); "
+                          f"please report it") from None
+    return noqa_filter(findings, source) if noqa else findings

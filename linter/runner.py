@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pathspec
 
-from .analysis import FileFacts, Prefilter, analyze_project, analyze_source, file_facts
+from .analysis import FileFacts, Prefilter, analyze_file, analyze_project, analyze_source, file_facts
 from .selection.files import SourceFile, file_role, select_files
 from .report.identity import with_functions
 from .project.index import CACHE_DIR, FileResult, IndexStats, ProjectIndex
@@ -27,7 +27,7 @@ from .facts.model import Finding
 from .project.callers import quiet_functions, quiet_group
 from .selection.roles import QUIET, FileRole, QuietGroup
 from .selection.settings import Settings, flake8_txn_options
-from .selection.sources import FileProblem, analyze_file, noqa_filter, parse_file
+from .selection.sources import FileProblem, noqa_filter, parse_file
 
 
 @dataclasses.dataclass
@@ -230,7 +230,7 @@ def analyze_files(files: Sequence[SourceFile], settings: Settings, roots: Sequen
 
 def _note_quiet_callers(parsed: list, out: dict[str, FileResult]) -> None:
     """Record, for the functions holding findings in reported files, the quiet group of
-    callers when only quiet code calls them (``callers.py``)."""
+    callers when only quiet code calls them (``project/callers.py``)."""
     if not any(out.get(sf.shown) and out[sf.shown].findings and QUIET.get(sf.role) is None
                for sf, _src, _tree in parsed):
         return

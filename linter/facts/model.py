@@ -34,6 +34,19 @@ class Confidence(enum.IntEnum):
             raise ValueError(f"expected one of low, medium, high, not {text!r}") from None
 
 
+class Need(enum.Enum):
+    """What a caller must hold around a call for an unprotected helper's write to count as
+    protected (the model's policy decides: ``module_facts.protection_needed``)."""
+
+    ANY = "any"           # any transaction or lock
+    TXN = "txn"           # a transaction (``@written_in_transaction``; a row lock outlives no statement without one)
+    LOCK = "lock"         # a lock (``@written_with_user_lock``)
+
+    def held_by(self, scopes: tuple) -> bool:
+        """Whether ``scopes`` (the transactions and locks held at a call) hold it."""
+        return any(s.kind == self.value for s in scopes) if self is not Need.ANY else bool(scopes)
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     line: int
@@ -76,7 +89,7 @@ class Mutation:
     own: bool = False
     #: the value is a constant (``"paid"``, ``None``, ``Status.DONE``): every writer writes the same
     constant: bool = False
-    #: the row's own fields the value was made from (through ``self``'s methods too: ``self_reads.py``)
+    #: the row's own fields the value was made from (through ``self``'s methods too: ``facts/self_reads.py``)
     reads: frozenset = frozenset()
 
 
@@ -106,7 +119,7 @@ class Entity:
     #: the columns the read's lookup compared for equality (None: not known)
     lookup: Optional[frozenset] = None
     #: the columns the read selected the row by state (``status="new"``, ``lock__lt=t``:
-    #: ``selection.py``): a later write of one is the set of a compare-and-set (``rules/claim.py``)
+    #: ``facts/query_selection.py``): a later write of one is the set of a compare-and-set (``rules/claim.py``)
     state: frozenset = frozenset()
 
     def relevant(self, kind: str, fields: Optional[set] = None) -> list:

@@ -11,6 +11,7 @@ import re
 from typing import Iterator, Optional
 
 from .config import IMPORT_ROOTS, Config, name_matches
+from .model import Need
 
 
 _VERSION_FIELDS = {"VersionField", "IntegerVersionField", "AutoIncVersionField",
@@ -33,14 +34,14 @@ LOCK_POLICIES = frozenset({"written_with_user_lock"})
 TXN_POLICIES = frozenset({"written_in_transaction"})
 
 
-def protection_needed(policy: Optional[str]) -> str:
-    """What a caller must hold for an unprotected helper's write to count as protected:
-    ``"lock"``, ``"txn"`` or ``"any"`` (the model's policy decides, as in ``judge``)."""
+def protection_needed(policy: Optional[str]) -> Need:
+    """What a caller must hold for an unprotected helper's write to count as protected (the
+    model's policy decides, as in ``rules/read_modify_write.judge``)."""
     if policy in LOCK_POLICIES:
-        return "lock"
+        return Need.LOCK
     if policy in TXN_POLICIES:
-        return "txn"
-    return "any"
+        return Need.TXN
+    return Need.ANY
 
 
 class GetInfo:

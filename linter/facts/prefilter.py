@@ -91,7 +91,7 @@ class Prefilter:
     def acts_on_answer(self, text: str) -> bool:
         """A caller of a loader helper that tests something and inserts, or stores a row
         through a method (``if not project: repo.create_from(project)``): the check may live
-        in the helper (``presence.py``)."""
+        in the helper (``flow/presence.py``)."""
         return bool((self.f_writes.search(text) or _STORE_METHOD.search(text)) and _TEST.search(text))
 
     def function_relevant(self, text: str) -> bool:

@@ -1,14 +1,14 @@
 """Where a changed value comes from: facts the walk uses to classify a mutation.
 
 A read-modify-write loses an update only when the value written back was decided by the
-read.  These helpers tell the walk (``dataflow.py``) when a change that *looks* derived from
+read.  These helpers tell the walk (``flow/walk.py``) when a change that *looks* derived from
 the row decides nothing from it, so that it is recorded as a blind write (a stale copy at
 most, ``Confidence.LOW``) or not as a change of the row's columns at all:
 
 * **identity**: a value built only from the row's primary key (``f"deleted-{user.pk}"``)
   is the same whoever reads the row: the key never changes;
 * **relations**: ``x.languages.add(lang)``, ``x.lines.append(Line(...))``,
-  ``x.options.clear()`` write rows of another table through a relation (``relations.py``),
+  ``x.options.clear()`` write rows of another table through a relation (``facts/relations.py``),
   not a column of ``x``;
 * **request data**: a form or serializer (``def form_valid(self, form)``,
   ``perform_update(self, serializer)``) holds what the request sent; its ``save()`` writes

@@ -14,6 +14,8 @@ queried row, but the state a related row was selected by (``conditions.joined``)
 """
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from typing import Iterator, Optional
 
@@ -211,3 +213,14 @@ def request_row(value: cst.BaseExpression) -> "Optional[str]":
     if dotted(holder) not in ("request", "self.request") or attr in _REQUEST_PLAIN or attr.startswith("_"):
         return None
     return f"{dotted(holder)}.{attr}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """Rows (or their ids) a query picked by state, kept in a variable: ``ids = [t.id for t in
+    session.query(T.id).filter(T.owner.is_(None))]`` (``rules/claim.py`` judges an update of them)."""
+
+    name: str
+    line: int
+    columns: frozenset
+    for_update: bool

@@ -5,7 +5,7 @@
 table (the link table, the child's table); nothing of the row the method is called on is
 read back and written over.  ``x.tags.append(t)`` on a JSON or array column, by contrast,
 changes the column's old value in place, and saving ``x`` writes the whole list back: a
-read-modify-write.  The dataflow tells the two apart with these facts, read from the ``ast``
+read-modify-write.  The walk tells the two apart with these facts, read from the ``ast``
 of model classes, for Django and SQLAlchemy alike:
 
 * Django: ``ManyToManyField``, ``GenericRelation`` and ``ForeignKey``/``OneToOneField``

@@ -2,7 +2,7 @@
 
 Pure functions over syntax (dotted names, call chains, the names an expression reads, the
 columns an insert sets) and the tables of ORM method names they are matched against. They
-judge nothing: the dataflow (:mod:`.dataflow`) decides what a call means.
+judge nothing: the walk (``flow/walk.py``) decides what a call means.
 """
 from __future__ import annotations
 
@@ -386,3 +386,12 @@ def branches(node: cst.If) -> list[cst.BaseSuite]:
     if current is not None:
         out.append(current.body)
     return out
+
+
+#: method names that, by convention, read and change nothing (``row.get_deferred_fields()``)
+_READERS = ("get_", "is_", "has_", "can_", "as_", "to_")
+
+
+def may_write_row(method: str) -> bool:
+    """Whether ``row.method()`` may write the row (an accessor by its name does not)."""
+    return not method.startswith(_READERS)

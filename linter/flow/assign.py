@@ -1,6 +1,6 @@
 """Assignments: new entities, mutations (blind, derived, counter, atomic), selections.
 
-One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
+One part of :class:`.walk.FunctionAnalyzer`, the per-function walk; it only
 records facts and hands verdicts to the rules.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..facts.syntax import (
 from . import conditions, presence, row_streams, sqla_queries
 from ..facts.module_facts import GetInfo
 from ..facts.provenance import identity_only
-from ..rules.claim import Selection
+from ..facts.query_selection import Selection
 from ..facts.query_selection import request_row
 from ..facts.query_selection import is_constant, is_slice, state_columns
 

@@ -1,7 +1,7 @@
 """Calls: writes, inserts, deletes, row locks, call sites kept for project summaries, claims.
 
-One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
-records facts and hands verdicts to the rules.
+One part of :class:`.walk.FunctionAnalyzer`, the per-function walk; it only
+records facts and emits events.
 """
 from __future__ import annotations
 
@@ -12,17 +12,14 @@ from typing import Optional
 import libcst as cst
 
 from ..facts.config import name_matches
-from ..facts.model import Confidence, Mutation
+from ..facts.model import Mutation
 from ..facts.syntax import (
     DJANGO_GET_TERMINALS, MUTATING_METHODS, SQLA_TERMINALS, chain, code_of, dotted, first_arg_name,
-    is_model_name, kwarg, label, names_in, terminal)
+    is_model_name, kwarg, label, may_write_row, names_in, terminal)
 from ..facts.module_facts import GetInfo
 from ..facts.provenance import relation_change
-from .events import SideEffect
-from ..rules import consume
-from ..rules.claim import claimed_by_update, update_message
+from .events import Called, SelectedRowsUpdated, SideEffect
 from ..facts.query_selection import condition_names, set_columns, state_columns
-from ..rules import lock_outside_transaction as txn108
 
 from .records import CallSite
 
@@ -78,7 +75,7 @@ class CallFacts:
             parts.recv_name = dotted(recv)      # ``order.user.plan.save()``: a related row
         self.locked_read_unassigned(call, parts)
         self.side_effect(call, parts)
-        consume.observe(self, call)     # work done with a row, or the row consumed
+        self.emit(Called(self.line(call), tuple(self.stack), call))   # work done with a row, or the row consumed
         for handler in (self.reread, self.entity_write, self.session_write, self.new_row_write,
                         self.queryset_act, self.field_mutation):
             if handler(call, parts):
@@ -268,9 +265,6 @@ class CallFacts:
                 return True
         return False
 
-    def is_write_name(self, term: str) -> bool:
-        return term in ("save", "put")
-
     def is_session(self, recv: cst.BaseExpression) -> bool:
         d = dotted(recv)
         return "session" in d.lower() or d in self.sessions or d.split(".")[0] in self.sessions \
@@ -306,7 +300,7 @@ class CallFacts:
                 key = a.keyword.value if a.keyword is not None else i
                 args.append((key, self.entities[a.value.value]))
         receiver = self.entities.get(recv_name) if recv_name not in (None, "self", "cls") else None
-        if receiver is not None and txn108.may_write(term):
+        if receiver is not None and may_write_row(term):
             self.write_lines.append(self.line(call))      # ``row.method()`` may write the row
         live = [e for e in set(self.entities.values()) if e.source not in ("param", "self")]
         site = CallSite(term, self.line(call), self.col(call), tuple(self.stack), args, live,
@@ -341,18 +335,13 @@ class CallFacts:
                     self.handed_on.append((line, n))
 
     def update_claim(self, call: cst.Call) -> None:
-        """An update of rows a variable selected by state, setting that state (TXN105)."""
+        """An update of rows a variable selected by state, setting columns (TXN105 when it sets
+        that state back: ``rules/claim.py``)."""
         set_cols = set_columns(call)
         if not set_cols:
             return
-        own = state_columns(call)
-        line = self.line(call)
-        for name in sorted(condition_names(call) & set(self.selections)):
-            sel = self.selections[name]
-            columns = claimed_by_update(sel, set_cols, own)
-            if columns and not any(s.kind == "lock" or s.serializable for s in self.stack):
-                self.work_lines.append(line)
-                self.report(call, "TXN105", update_message(
-                    sel, columns, line, f"`{label(call.func)}()`", self.framework_hint()),
-                    deferrable=True, confidence=Confidence.MEDIUM)
-                return
+        names = sorted(condition_names(call) & set(self.selections))
+        if names:
+            self.emit(SelectedRowsUpdated(self.line(call), tuple(self.stack), call,
+                                          tuple(self.selections[n] for n in names), frozenset(set_cols),
+                                          frozenset(state_columns(call))))

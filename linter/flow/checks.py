@@ -1,30 +1,20 @@
 """Checks made before an act (exists, count, lookup miss, aggregate) and the acts.
 
-One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
-records facts and hands verdicts to the rules.
+One part of :class:`.walk.FunctionAnalyzer`, the per-function walk; it only
+records facts and emits events.
 """
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import libcst as cst
 
-from ..facts.model import Check, CheckKind, Entity, Finding
+from ..facts.model import Act, ActKind, Check, CheckKind, Entity
 from ..facts.syntax import (
     chain, code_of, dotted, insert_keys, iter_calls, lookup_columns, maybe_models, models_in, names_in,
     terminal)
 from . import presence
-from ..facts.module_facts import UNPROTECTED_POLICIES
-from .events import Acted
-from ..rules.check_then_act import Act, ActKind, depends_on, unique_key_settles
-from ..rules.check_then_act import message as check_then_act_message
-from ..rules.check_then_act import stored_aggregate_message
-
-from .records import CallSite
-
-if TYPE_CHECKING:
-    from .walk import FunctionAnalyzer
+from .events import Acted, AggregateStored
 
 
 class CheckFacts:
@@ -89,13 +79,7 @@ class CheckFacts:
         ent = self.entities.get(tgt.value.value) if isinstance(tgt.value, cst.Name) else None
         if ent is None or ent.source != "self":
             return
-        used = names_in(value)
-        for check in self.checks:
-            if check.kind is CheckKind.AGGREGATE and not check.used and check.names & used and \
-                    not (check.locked and {id(x) for x in check.stack} <= self.stack_ids()):
-                check.used = True
-                self.report(tgt, "TXN105", stored_aggregate_message(check, f"self.{tgt.attr.value}", line))
-                return
+        self.emit(AggregateStored(line, tuple(self.stack), tgt, frozenset(names_in(value))))
 
     def note_aggregate(self, targets, value: cst.BaseExpression, line: int) -> None:
         """Aggregate-then-insert: ``n = M.objects.filter(..).count()`` (or ``Max``) and then
@@ -236,27 +220,3 @@ class CheckFacts:
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
                   insert_keys(node) if kind == ActKind.CREATE else None, entity)
         self.emit(Acted(act.line, tuple(self.stack), act, node))
-
-    def callee_insert(self, site: "CallSite", callee: "FunctionAnalyzer") -> None:
-        """TXN105 at a call whose callee inserts (``self._create_token(...)`` after ``if not
-        previous:``): the caller's check, as it stood at the call, and the callee's insert."""
-        if site.guarded or not site.checks or not callee.creates:
-            return
-        if callee.is_method != site.on_self or (callee.is_method and
-                                                callee.qualname.split(".")[0] != self.qualname.split(".")[0]):
-            return      # only a module function, or a method of this class called on ``self``
-        c_line, model = callee.creates[0]
-        where = "line" if callee.mod is self.mod else \
-            f"{os.path.basename(callee.mod.filename) or 'another module'} line"
-        act = Act(site.line, f"`{callee.name}()` (inserting at {where} {c_line})", ActKind.CREATE,
-                  model, site.names, None, None)
-        pending = [c for c in site.checks if depends_on(c, act, UNPROTECTED_POLICIES)]
-        if not pending:
-            return
-        check = pending[-1]
-        if unique_key_settles(check, act, self.mod.cfg.unique_keys) or \
-                (check.locked and {id(s) for s in check.stack} <= {id(s) for s in site.stack}):
-            return
-        if self.mod.cfg.code_enabled("TXN105"):
-            self.mod.add(Finding(site.line, site.col, "TXN105",
-                                 check_then_act_message(check, act, self.framework_hint())))

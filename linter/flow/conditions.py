@@ -25,7 +25,7 @@ from ..facts.query_selection import states_of
 from ..facts.syntax import chain, terminal
 
 if TYPE_CHECKING:
-    from .walk import FunctionAnalyzer
+    from .state import FunctionState
     from ..facts.model import Entity
 
 __all__ = ["joined", "merge", "named_state", "note_assign", "note_aug", "snapshot"]
@@ -33,7 +33,7 @@ __all__ = ["joined", "merge", "named_state", "note_assign", "note_aug", "snapsho
 _CONDITION_CALLS = frozenset({"filter", "exclude", "where", "filter_by", "get"})
 
 
-def note_assign(fa: "FunctionAnalyzer", targets, value: cst.BaseExpression) -> None:
+def note_assign(fa: "FunctionState", targets, value: cst.BaseExpression) -> None:
     """``q = Q(a__isnull=True)``: the columns a condition kept in a name compares."""
     found = states_of(value)
     for t in targets:
@@ -44,7 +44,7 @@ def note_assign(fa: "FunctionAnalyzer", targets, value: cst.BaseExpression) -> N
                 fa.conditions[t.target.value] = found
 
 
-def note_aug(fa: "FunctionAnalyzer", node: cst.AugAssign) -> None:
+def note_aug(fa: "FunctionState", node: cst.AugAssign) -> None:
     """``q |= Q(...)`` / ``q &= Q(...)``: the condition now also compares those columns."""
     if isinstance(node.target, cst.Name) and node.target.value in fa.conditions:
         found = states_of(node.value)
@@ -52,7 +52,7 @@ def note_aug(fa: "FunctionAnalyzer", node: cst.AugAssign) -> None:
             fa.conditions[node.target.value] = fa.conditions[node.target.value] | found
 
 
-def named_state(fa: "FunctionAnalyzer", value: cst.BaseExpression) -> frozenset:
+def named_state(fa: "FunctionState", value: cst.BaseExpression) -> frozenset:
     """The columns of conditions kept in names that ``value``'s query passes
     (``filter(q)``)."""
     if not fa.conditions or not isinstance(value, cst.Call):
@@ -78,12 +78,12 @@ def joined(base: "Entity", path: str) -> frozenset:
     return frozenset(out)
 
 
-def snapshot(fa: "FunctionAnalyzer") -> dict:
+def snapshot(fa: "FunctionState") -> dict:
     """What each name held of a query before an ``if``'s other branch runs."""
     return dict(fa.querysets)
 
 
-def merge(fa: "FunctionAnalyzer", before: dict) -> None:
+def merge(fa: "FunctionState", before: dict) -> None:
     """After the ``else`` branch: a query it assigned anew was selected by either branch's
     state, so it keeps the state the first branch gave it too."""
     for name, info in fa.querysets.items():

@@ -1,10 +1,10 @@
 """The walk's typed events: what happened in one function, in statement order.
 
-The per-function walk (``dataflow.FunctionAnalyzer``) judges nothing.  As it meets a row read,
+The per-function walk (``walk.FunctionAnalyzer``) judges nothing.  As it meets a row read,
 a change to a field, a write, a check, an act, a transaction or lock entered or left, a
 side effect or a ``FOR UPDATE`` read, it emits one of the events below:
-``FunctionAnalyzer.emit`` appends it to the function's ``events`` and hands it, at once, to
-the rules subscribed to its kind (``rules/subscriptions.py``), which decide and report.  A
+``FunctionState.emit`` appends it to the function's ``events`` and hands it, at once, to
+the rules subscribed to its kind (``subscribers.py``, wired in ``rules/subscriptions.py``), which decide and report.  A
 rule reads the event and the walk's state as it stands at that moment (the open checks, the
 names that hold rows), so it decides exactly where the walk is.
 
@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 import libcst as cst
 
 from ..facts.model import Act, Check, Entity, Mutation, Scope
 from ..facts.module_facts import GetInfo
+from ..facts.query_selection import Selection
+from .records import CallSite
 
 
 class EventKind(enum.Enum):
@@ -36,6 +38,12 @@ class EventKind(enum.Enum):
     PROTECTION_ENTERED = "protection entered"  # a transaction or lock taken
     PROTECTION_LEFT = "protection left"
     SIDE_EFFECT = "side effect"                # an effect outside the database
+    CALL = "call"                              # any call (work done with a row, a row deleted)
+    STORE = "store"                            # any write of a row, whatever its changes derive from
+    SELECTED_ROWS_UPDATED = "selected rows updated"  # an update of rows a variable selected by state
+    AGGREGATE_STORED = "aggregate stored"      # a model method stores an aggregate's result on ``self``
+    FUNCTION_END = "function end"              # the walk of the function is over
+    CALL_RESOLVED = "call resolved"            # a call site joined to its callee (after every walk)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -129,3 +137,62 @@ class SideEffect(Event):
     kind: ClassVar[EventKind] = EventKind.SIDE_EFFECT
     name: str
     node: cst.CSTNode
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Called(Event):
+    """A call, whatever it does (the rules that watch work done with a row hear every one)."""
+
+    kind: ClassVar[EventKind] = EventKind.CALL
+    node: cst.Call
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Stored(Event):
+    """Any write of a row (``Written`` carries only the changes that make it a
+    read-modify-write): ``written``, every change the write carries."""
+
+    kind: ClassVar[EventKind] = EventKind.STORE
+    entity: Entity
+    written: tuple[Mutation, ...]
+    verb: str
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SelectedRowsUpdated(Event):
+    """``filter(id__in=ids).update(owner=me)`` where ``ids`` was selected by state:
+    ``selections``, the variables the update's condition names (by name); ``set_columns``,
+    what it sets; ``compared``, the state its own condition compares again."""
+
+    kind: ClassVar[EventKind] = EventKind.SELECTED_ROWS_UPDATED
+    node: cst.Call
+    selections: tuple[Selection, ...]
+    set_columns: frozenset
+    compared: frozenset
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AggregateStored(Event):
+    """``self.number = last + 1`` in a model method: ``used``, the names the value reads."""
+
+    kind: ClassVar[EventKind] = EventKind.AGGREGATE_STORED
+    target: cst.Attribute
+    used: frozenset
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FunctionEnded(Event):
+    """The walk is over: every write, claim and return of the function is known."""
+
+    kind: ClassVar[EventKind] = EventKind.FUNCTION_END
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CallResolved(Event):
+    """A call site joined to the function it calls, once every function is walked
+    (``project/call_joins.py``); the caller is the state the event is handed with."""
+
+    kind: ClassVar[EventKind] = EventKind.CALL_RESOLVED
+    site: CallSite
+    #: the callee's state (``flow.state.FunctionState``)
+    callee: Any

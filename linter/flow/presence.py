@@ -5,7 +5,7 @@ DAO or service helper looks a row up and the caller acts on the answer.
 
 * ``project = repo.find_by_external_id(pid)`` returns the row, or None when the lookup
   missed (``except NoResultFound: entity = None``): the row itself, an entity with
-  ``maybe_none`` (``dataflow.Returned``, nothing here).
+  ``maybe_none`` (``records.Returned``, nothing here).
 * ``segment = get_dynamic_segment(ctx, net)`` returns something made from the rows it looked
   up (``_make_dict(objs[0])``), or nothing: a :class:`Presence` of kind ``NONE``, falsy
   exactly when no row matched.
@@ -18,30 +18,27 @@ resolve as loaders do); at the caller a test of the returned value is a missing-
 on the helper's model and lookup (``rules/check_then_act.py`` pairs it with an insert, the
 caller's own or a callee's).
 
-The same module holds the **get-or-create contract**: a unique key turns a racing insert
-into an ``IntegrityError`` (``unique_key_settles``), which is no duplicate; but a function
-named for the contract (``get_or_create_project``) that returns the row it found or the row
-it made promises its caller a row, and the racing call gets the exception instead (Django's
-``get_or_create()`` catches it and reads the row again for this reason).  Such an insert,
-unguarded, is reported at ``MEDIUM`` confidence.
+The get-or-create contract (a unique key settles the insert, but the function promises
+the row) is a rule of its own: ``rules/get_or_create.py``; it keeps what it needs in
+``State.settled``.
 """
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from ..facts.model import Check, CheckKind, Confidence
-from ..facts.syntax import code_of, exits, iter_calls, kids, maybe_models, models_in, names_in, walk_nodes
+from ..facts.model import CheckKind
+from ..facts.syntax import code_of, exits, iter_calls, kids, maybe_models, models_in, names_in
+
+from .records import HelperChecks as State  # noqa: F401  (re-exported: the walk's record)
 
 if TYPE_CHECKING:
-    from .walk import FunctionAnalyzer
-    from ..facts.model import Act
+    from .state import FunctionState
 
 __all__ = ["Presence", "State", "call_check", "finish", "found_test", "none_on_miss", "note_assigned",
-           "note_return", "note_settled"]
+           "note_return"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,20 +56,7 @@ class Presence:
     derived: bool = False
 
 
-@dataclasses.dataclass
-class State:
-    """What the walk of one function keeps for this module."""
-
-    #: (check, act, call node) of inserts a unique key settled (the get-or-create contract)
-    settled: list = dataclasses.field(default_factory=list)
-    #: names holding a helper's :class:`Presence` (a check kept in a variable)
-    names: set = dataclasses.field(default_factory=set)
-    #: inside an ``except ...NotFound:`` handler of a lookup: ``row = None`` there keeps the
-    #: row's name, as "the row or None"
-    missing: int = 0
-
-
-def none_on_miss(fa: "FunctionAnalyzer", name: str) -> bool:
+def none_on_miss(fa: "FunctionState", name: str) -> bool:
     """``row = None`` where ``row`` holds a lookup's row: True when the name still means "the
     row, or None" (the lookup may miss, or this is its miss handler), marking it so."""
     ent = fa.entities[name]
@@ -83,7 +67,7 @@ def none_on_miss(fa: "FunctionAnalyzer", name: str) -> bool:
 
 # -- the helper's side: its summary
 
-def note_return(fa: "FunctionAnalyzer", value: cst.BaseExpression) -> bool:
+def note_return(fa: "FunctionState", value: cst.BaseExpression) -> bool:
     """Set ``fa.returned`` to a :class:`Presence` when ``return value`` answers a lookup;
     True when it did (the loader summary is then not looked for)."""
     while isinstance(value, cst.Await):
@@ -111,7 +95,7 @@ def note_return(fa: "FunctionAnalyzer", value: cst.BaseExpression) -> bool:
     return False
 
 
-def _exists_answer(fa: "FunctionAnalyzer", value: cst.BaseExpression) -> Optional[tuple]:
+def _exists_answer(fa: "FunctionState", value: cst.BaseExpression) -> Optional[tuple]:
     """(models, lookup) when ``value`` is true exactly when a row matched: ``q.exists()``,
     ``x is not None`` / ``bool(x)`` of a lookup that may miss."""
     found = fa.check_kind(value)
@@ -154,7 +138,7 @@ def _what(helper: str, p: Presence, filename: str) -> str:
     return f"`{helper}()` ({where}line {p.line})"
 
 
-def note_assigned(fa: "FunctionAnalyzer", targets, value: cst.BaseExpression, got: tuple) -> bool:
+def note_assigned(fa: "FunctionState", targets, value: cst.BaseExpression, got: tuple) -> bool:
     """``seg = get_dynamic_segment(..)``: the variable holds the helper's answer, a check
     kept in a variable (``check_vars``); True when ``got`` is a :class:`Presence` (the
     name then holds no row)."""
@@ -174,7 +158,7 @@ def note_assigned(fa: "FunctionAnalyzer", targets, value: cst.BaseExpression, go
     return True
 
 
-def call_check(fa: "FunctionAnalyzer", test: cst.BaseExpression) -> Optional[tuple]:
+def call_check(fa: "FunctionState", test: cst.BaseExpression) -> Optional[tuple]:
     """``if not has_vote(user, poll):``: (kind, what, models) for a test that calls a
     helper answering a lookup."""
     for call in iter_calls(test):
@@ -185,7 +169,7 @@ def call_check(fa: "FunctionAnalyzer", test: cst.BaseExpression) -> Optional[tup
     return None
 
 
-def found_test(fa: "FunctionAnalyzer", node: cst.CSTNode) -> bool:
+def found_test(fa: "FunctionState", node: cst.CSTNode) -> bool:
     """Whether ``node`` (a test's operand) is true when the helper found the row: the
     ``if`` body is then the branch where the row exists."""
     if isinstance(node, cst.Name):
@@ -196,66 +180,8 @@ def found_test(fa: "FunctionAnalyzer", node: cst.CSTNode) -> bool:
     return False
 
 
-# -- the get-or-create contract
-
-#: a function named for the contract: ``get_or_create_project``, ``find_or_create_kek``
-_GET_OR_CREATE = re.compile(r"(?:get|find|fetch|load|lookup)\w*_or_(?:create|add|insert|make|new)")
-
-
-def note_settled(fa: "FunctionAnalyzer", check: Check, act: "Act", node: cst.CSTNode) -> None:
-    """An insert a unique key settles: kept for :func:`finish`, which reports it when the
-    function hands the row on as the one it found or made.
-
-    Only a function named for the contract (``get_or_create_*``, ``find_or_create_*``) makes
-    the promise: on the judged corpus, plain getters that insert a missing row under a unique
-    key (``get_tag(name)``) were judged safe, the caller taking the error as any other."""
-    if check.kind is CheckKind.NONE and not fa.integrity_depth and not check.locked and \
-            fa.outer is None and _GET_OR_CREATE.search(fa.name.lower()):
-        fa.helper_checks.settled.append((check, act, node))
-
-
-def finish(fa: "FunctionAnalyzer") -> None:
+def finish(fa: "FunctionState") -> None:
     """When the walk has ended: drop a derived answer that never returns None (it answers
-    nothing), and report the get-or-create inserts that return the row."""
+    nothing)."""
     if isinstance(fa.returned, Presence) and fa.returned.derived and not _may_return_none(fa.node):
         fa.returned = None
-    if not fa.helper_checks.settled:
-        return
-    returns = _returned_names(fa)
-    for check, act, node in fa.helper_checks.settled:
-        row = (check.keys or set()) & (act.names | _bound_to(fa.node, node))
-        if not any(line > act.line and names & row for line, names in returns):
-            continue
-        fw = fa.framework_hint()
-        fa.report(node, "TXN105", get_or_create_message(check, act, fw), confidence=Confidence.MEDIUM)
-    fa.helper_checks.settled = []
-
-
-def _returned_names(fa: "FunctionAnalyzer") -> list[tuple[int, set]]:
-    out = []
-    stack = list(fa.node.body.body) if hasattr(fa.node.body, "body") else []
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(n, cst.Return) and n.value is not None:
-            out.append((fa.line(n), names_in(n.value)))
-        stack.extend(kids(n))
-    return out
-
-
-def _bound_to(fn: cst.FunctionDef, node: cst.CSTNode) -> set:
-    """Names an assignment binds to the value of ``node`` (``x = M.objects.create(..)``)."""
-    for n in walk_nodes(fn):
-        if isinstance(n, cst.Assign) and any(c is node for c in iter_calls(n.value)):
-            return set().union(*(names_in(t.target) for t in n.targets))
-    return set()
-
-
-def get_or_create_message(check: Check, act: "Act", framework: Optional[str]) -> str:
-    fix = "use get_or_create(), which does this" if framework == "django" else \
-        "or INSERT ... ON CONFLICT DO NOTHING and read the row"
-    return (f"TXN105 check-then-act: {check.what} checked at line {check.line}, then {act.what} at "
-            f"line {act.line}, and the row found or made is returned: a unique key stops the "
-            f"duplicate, but a racing call's insert fails with IntegrityError instead of returning "
-            f"the row; catch IntegrityError around the insert and read the row again, {fix}")

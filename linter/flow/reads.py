@@ -1,6 +1,6 @@
 """Where entities come from: ORM gets, loaders, relations, SQLAlchemy row lists.
 
-One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
+One part of :class:`.walk.FunctionAnalyzer`, the per-function walk; it only
 records facts and hands verdicts to the rules.
 """
 from __future__ import annotations

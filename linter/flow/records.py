@@ -1,11 +1,14 @@
-"""The records the per-function walk keeps: source positions, call sites, returned rows."""
+"""The records the per-function walk keeps: source positions, call sites, returned rows,
+pending claims and findings deferred to the callers."""
 from __future__ import annotations
 
 import bisect
-from typing import Optional
+import dataclasses
+from typing import Callable, Optional
 
 import libcst as cst
 
+from ..facts.model import Act, Check, Entity, Finding, Mutation, Need
 from ..facts.module_facts import GetInfo
 
 
@@ -69,3 +72,63 @@ class Returned:
         self.line = line            # the read, in the helper's file
         self.versioned = versioned  # as the helper's module knows the model
         self.policy = policy        # likewise, the model's txnsafety policy
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A write that sets back a column its row was selected by (``rules/claim.py`` decides
+    whether one is made; the walk keeps it until the function's end, when whether it matters
+    is known)."""
+
+    entity: Entity
+    columns: tuple[str, ...]
+    #: the mutations the write carries (the claimed columns and whatever is set with them)
+    written: tuple[Mutation, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingClaim:
+    """A claim made by the write at ``line`` (``verb``: how the message says it was written)."""
+
+    claim: Claim
+    line: int
+    verb: str
+
+
+#: how a deferred finding is settled once the project's callers are known: the finding, the
+#: lines that use the rows (writes, row methods), whether a caller was seen, and whether no
+#: caller the project shows leaves it unprotected -> the finding to report
+Settle = Callable[[Finding, list, bool, bool], Finding]
+
+
+@dataclasses.dataclass
+class Deferred:
+    """A finding of an unprotected helper, left to its callers (``project/call_joins.py``):
+    reported only when a caller does not hold ``need`` around the
+    call; ``settle``, from the rule that made it, adjusts it with what the callers showed."""
+
+    finding: Finding
+    need: Need
+    settle: Optional[Settle] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SettledInsert:
+    """An insert a unique key settled after a lookup missed, and the call that made it."""
+
+    check: Check
+    act: Act
+    node: cst.CSTNode
+
+
+@dataclasses.dataclass
+class HelperChecks:
+    """What the walk of one function keeps of checks made in helpers (``presence.py``)."""
+
+    #: inserts a unique key settled (the get-or-create contract: ``rules/get_or_create.py``)
+    settled: list[SettledInsert] = dataclasses.field(default_factory=list)
+    #: names holding a helper's :class:`Presence` (a check kept in a variable)
+    names: set = dataclasses.field(default_factory=set)
+    #: inside an ``except ...NotFound:`` handler of a lookup: ``row = None`` there keeps the
+    #: row's name, as "the row or None"
+    missing: int = 0

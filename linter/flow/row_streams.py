@@ -26,14 +26,14 @@ from ..facts.query_selection import is_slice, related_model, state_columns
 from ..facts.syntax import chain, is_model_name, kids, terminal
 
 if TYPE_CHECKING:
-    from .walk import FunctionAnalyzer
+    from .state import FunctionState
 
 #: terminals that evaluate a queryset to something other than rows
 _NOT_ROWS = frozenset({"count", "exists", "create", "update", "delete", "aggregate", "values_list",
                        "values", "get_or_create", "update_or_create", "bulk_create", "in_bulk"})
 
 
-def rows_info(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[GetInfo]:
+def rows_info(fa: "FunctionState", expr: cst.BaseExpression) -> Optional[GetInfo]:
     """The read behind ``expr`` when it is many rows not yet evaluated: a queryset kept in a
     variable, a manager chain (``M.objects.filter(..)``, ``qs.order_by(..)``), a SQLAlchemy
     list of rows."""
@@ -56,7 +56,7 @@ def rows_info(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[GetI
     return fa.sqla_rows(expr)
 
 
-def _row_info(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[GetInfo]:
+def _row_info(fa: "FunctionState", expr: cst.BaseExpression) -> Optional[GetInfo]:
     """The read behind one row ``expr``: an entity's, a get's, or an index into rows (``qs[0]``)."""
     if isinstance(expr, cst.Name) and expr.value in fa.entities:
         ent = fa.entities[expr.value]
@@ -71,7 +71,7 @@ def _row_info(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[GetI
     return None
 
 
-def note_out(fa: "FunctionAnalyzer", small: cst.CSTNode) -> None:
+def note_out(fa: "FunctionState", small: cst.CSTNode) -> None:
     """Remember the first rows this function yields (``yield row``, ``yield from qs``) or
     returns unevaluated (``return M.objects.filter(..)``): what its callers iterate."""
     if fa.outer is not None or fa.yielded is not None:
@@ -84,14 +84,14 @@ def note_out(fa: "FunctionAnalyzer", small: cst.CSTNode) -> None:
         info = rows_info(fa, out.item) if isinstance(out, cst.From) else _row_info(fa, out)
     if info is None:
         return
-    from .walk import Returned
+    from .records import Returned
     line = fa.line(small)
     fa.yielded = Returned(info, tuple(fa.stack), line,
                           bool(info.model and info.model in fa.mod.info.versioned),
                           fa.mod.policy_of(info.model))
 
 
-def iterated_helper(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[tuple]:
+def iterated_helper(fa: "FunctionState", expr: cst.BaseExpression) -> Optional[tuple]:
     """(Returned, helper name, file) when ``expr`` calls a helper whose rows are iterated
     (``prioritize()``, ``self.pending_rows()``, ``repo.find_due_jobs()``)."""
     if not isinstance(expr, cst.Call):
@@ -117,7 +117,7 @@ def iterated_helper(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optiona
 _PROPERTIES = frozenset({"property", "cached_property", "cached_property_with_ttl"})
 
 
-def property_row(fa: "FunctionAnalyzer", expr: cst.BaseExpression) -> Optional[tuple]:
+def property_row(fa: "FunctionState", expr: cst.BaseExpression) -> Optional[tuple]:
     """(Returned, ``self.name``, file) for ``self.name`` when ``name`` is a property (or
     ``cached_property``) of this class that returns a row it read: a view's
     ``self.invitation`` loaded on first use."""
@@ -139,7 +139,7 @@ def _decorator_name(node) -> str:
     return getattr(node, "attr", None) or getattr(node, "id", "")
 
 
-def bind_iterated(fa: "FunctionAnalyzer", it: cst.BaseExpression, target: str, line: int) -> bool:
+def bind_iterated(fa: "FunctionState", it: cst.BaseExpression, target: str, line: int) -> bool:
     """``for row in helper()``: ``row`` is an entity of the helper's read."""
     got = iterated_helper(fa, it)
     if got is None:
@@ -150,7 +150,7 @@ def bind_iterated(fa: "FunctionAnalyzer", it: cst.BaseExpression, target: str, l
 
 
 @contextlib.contextmanager
-def comprehension_rows(fa: "FunctionAnalyzer", node: cst.CSTNode) -> Iterator[None]:
+def comprehension_rows(fa: "FunctionState", node: cst.CSTNode) -> Iterator[None]:
     """While the calls of ``node`` are walked, the targets of its comprehensions over rows
     (``(d for d in devices(user) if d.verify(t))``) are entities; afterwards the names are
     what they were (a comprehension's variable does not leak)."""

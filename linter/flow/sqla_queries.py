@@ -17,7 +17,7 @@ from ..facts.query_selection import state_columns
 from ..facts.syntax import MAYBE_NONE, SQLA_TERMINALS, chain, dotted, first_arg_name, lookup_columns, terminal
 
 if TYPE_CHECKING:
-    from .walk import FunctionAnalyzer
+    from .state import FunctionState
 
 __all__ = ["kept", "note_kept", "run"]
 
@@ -28,7 +28,7 @@ _BUILDERS = frozenset({"query", "filter", "filter_by", "join", "outerjoin", "ord
                        "enable_eagerloads", "autoflush", "with_entities", "yield_per"})
 
 
-def kept(fa: "FunctionAnalyzer", value: cst.BaseExpression) -> Optional[GetInfo]:
+def kept(fa: "FunctionState", value: cst.BaseExpression) -> Optional[GetInfo]:
     """What ``value`` builds when it is a SQLAlchemy query not run yet: ``session.query(M)...``
     on a session, or more steps on a query kept earlier (``query.filter_by(..)``)."""
     if not isinstance(value, cst.Call) or terminal(value) not in _BUILDERS:
@@ -67,7 +67,7 @@ def run(base: GetInfo, term: str, mk) -> Optional[GetInfo]:
     return info
 
 
-def note_kept(fa: "FunctionAnalyzer", targets, value: cst.BaseExpression) -> set[str]:
+def note_kept(fa: "FunctionState", targets, value: cst.BaseExpression) -> set[str]:
     """Remember the query ``value`` builds in each plain name it is assigned to; the names."""
     info = kept(fa, value)
     if info is None:

@@ -1,7 +1,7 @@
 """Statement by statement: blocks, branches, with, loops, try, return.
 
-One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
-records facts and hands verdicts to the rules.
+One part of :class:`.walk.FunctionAnalyzer`, the per-function walk; it only
+records facts and emits events.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from ..facts.syntax import (
     iter_calls, label, maybe_models, names_in, terminal)
 from . import conditions, presence, row_streams
 from ..facts.module_facts import GetInfo
-from ..rules.check_then_act import normalises
-from ..rules.check_then_act import close as close_checks
+from .check_scopes import close as close_checks
+from .check_scopes import normalises
 from ..facts.query_selection import related_model, state_columns
 from .events import LockedRead, RowRead
 

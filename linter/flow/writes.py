@@ -1,7 +1,7 @@
 """Writes of entities: what changed and what protection the write has, emitted as
 :class:`~.events.Written` for the read-modify-write rules and TXN103 (``rules/subscriptions.py``).
 
-One part of :class:`.dataflow.FunctionAnalyzer`, the per-function walk; it only
+One part of :class:`.walk.FunctionAnalyzer`, the per-function walk; it only
 records facts and emits events.
 """
 from __future__ import annotations
@@ -10,9 +10,8 @@ from typing import Optional
 
 import libcst as cst
 
-from .events import Written
 from ..facts.model import Entity
-from ..rules.claim import claimed
+from .events import Stored, Written
 
 
 class WriteFacts:
@@ -35,9 +34,7 @@ class WriteFacts:
                 # callers that read the row are judged at their call (resolve_calls)
                 self.param_writes.setdefault("self", (w_line, relevant, kind))
         written = [m for m in ent.pending if kind != "fields" or fields is None or m.attr in fields]
-        found = claimed(ent, written, tuple(self.stack))
-        if found is not None:
-            self.claims.append((found, w_line, verb))
+        self.emit(Stored(w_line, tuple(self.stack), ent, tuple(written), verb))   # a claim? (rules/claim.py)
         self.work_lines.append(w_line)
         if kind == "fields" and fields is not None:
             ent.pending = [m for m in ent.pending if m.attr not in fields]

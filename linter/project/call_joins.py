@@ -4,29 +4,31 @@ Three things happen at a join (``ModuleAnalyzer.resolve_calls`` runs them):
 
 * **summaries flow up**: a helper that re-reads and writes a row (``rmw_getters``) makes
   its callers, and theirs, re-read and write it too (TXN103 across calls);
-* **each call is judged** against its caller: a parameter the callee writes is the
-  caller's row written (``_param_writes``), a helper's own re-read-and-write under the
-  caller's read (``_internal``), an insert in the callee after a check in the caller
-  (``callee_insert``);
-* **deferred findings settle**: a function that writes under a ``select_for_update()``
-  but opens no transaction itself (TXN108) is fine when every caller the project shows
-  calls it under protection, directly or because that caller is itself only ever called
-  under protection.
+* **each call is handed to the rules** as a ``CallResolved`` event, the caller's state with
+  it: a parameter the callee writes is the caller's row written (``read_modify_write``), a
+  helper's own re-read-and-write under the caller's read (``two_copies``), an insert in the
+  callee after a check in the caller (``check_then_act``);
+* **deferred findings settle**: an unprotected helper's finding (a read-modify-write, a
+  claim, a ``select_for_update()`` outside a transaction) is fine when every caller the
+  project shows calls it under the protection it needs, directly or because that caller is
+  itself only ever called under protection; the others are reported, adjusted by the
+  ``settle`` their rule gave (``flow.records.Deferred``).
 """
 from __future__ import annotations
 
 from typing import Callable, Optional
 
 from ..flow.walk import CallSite, FunctionAnalyzer
-from ..rules import lock_outside_transaction as txn108
+from ..facts.model import Need
+from ..flow.events import CallResolved
 
 #: rounds of summaries flowing up the call graph (a helper's helper's helper)
 _ROUNDS = 4
 
 
-def _holds(site: CallSite, need: str) -> bool:
-    """Whether the caller holds the protection ``need`` ("txn", "lock" or any) at ``site``."""
-    return any(sc.kind == need for sc in site.stack) if need in ("txn", "lock") else bool(site.stack)
+def _holds(site: CallSite, need: Need) -> bool:
+    """Whether the caller holds the protection ``need`` at ``site``."""
+    return need.held_by(site.stack)
 
 
 class CallJoins:
@@ -71,12 +73,9 @@ class CallJoins:
             if callee is site.caller:
                 continue        # recursion: protected exactly when the outer call is
             self.callers.setdefault(id(callee), []).append(site)
-            mod = site.caller.mod
-            mod._param_writes(site, callee)
-            mod._internal(site, callee)
-            site.caller.callee_insert(site, callee)
+            site.caller.publish(CallResolved(site.line, site.stack, site, callee))
 
-    def protected(self, fa: FunctionAnalyzer, need: str, visiting: frozenset = frozenset()) -> bool:
+    def protected(self, fa: FunctionAnalyzer, need: Need, visiting: frozenset = frozenset()) -> bool:
         """Whether every call of ``fa`` holds ``need``, or comes from a function that is
         itself only ever called holding it (and the project shows every call)."""
         key = (id(fa), need)
@@ -93,7 +92,7 @@ class CallJoins:
         self._memo[key] = ok
         return ok
 
-    def shows_unprotected(self, fa: FunctionAnalyzer, need: str, visiting: frozenset = frozenset()) -> bool:
+    def shows_unprotected(self, fa: FunctionAnalyzer, need: Need, visiting: frozenset = frozenset()) -> bool:
         """Whether the project shows a path of calls into ``fa`` from an entry point (a
         function nothing calls that is not a method) with no protection on the way."""
         if id(fa) in visiting:
@@ -113,9 +112,13 @@ class CallJoins:
         others' deferred findings are reported, saying whether a caller shows the gap."""
         for mod in modules:
             for fa in mod.functions.values():
-                for finding, need in fa.deferred:
-                    if not self.protected(fa, need):
+                for deferred in fa.deferred:
+                    if self.protected(fa, deferred.need):
+                        continue
+                    finding = deferred.finding
+                    if deferred.settle is not None:
                         sites = self.callers.get(id(fa), [])
-                        mod.findings.append(txn108.settle(finding, fa.write_lines, bool(sites),
-                                                          not self.shows_unprotected(fa, need)))
+                        finding = deferred.settle(finding, fa.write_lines, bool(sites),
+                                                  not self.shows_unprotected(fa, deferred.need))
+                    mod.findings.append(finding)
                 fa.deferred = []

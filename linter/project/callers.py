@@ -1,6 +1,6 @@
 """Functions that only run where races cannot: every caller the project shows is quiet code.
 
-A file's role (``roles.py``) says whether the code in it runs beside requests.  A function in
+A file's role (``selection/roles.py``) says whether the code in it runs beside requests.  A function in
 application code can still run only alone: ``create_page()`` in a CMS's public API called
 only by its test fixtures, ``create_groups()`` called only by a ``post_migrate`` receiver.
 Its findings are as quiet as its callers, so they are counted under the callers' group

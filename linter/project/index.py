@@ -34,7 +34,7 @@ import tempfile
 import typing
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from ..analysis import FileFacts
+from ..facts.wrappers import FileFacts
 from ..facts.config import Config
 from ..facts.model import Finding
 

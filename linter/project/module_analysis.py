@@ -1,6 +1,6 @@
 """One module's analysis: pick functions, walk them, join the calls between them.
 
-The driver of :mod:`.dataflow` for one file (what flake8 sees) and the part of a project
+The driver of the walk (``flow/walk.py``) for one file (what flake8 sees) and the part of a project
 run (:func:`.analysis.analyze_project`) that each module does: loader helpers analysed on
 demand, the callers of helpers whose summary matters, and the last pass that joins call
 sites to callees (a helper writing its caller's row, an unprotected helper whose every
@@ -17,22 +17,24 @@ import libcst as cst
 from libcst.metadata import ByteSpanPositionProvider, MetadataWrapper
 
 from ..facts.config import Config, vocab_for
-from ..facts.model import Confidence, Finding
+from ..facts.model import Finding
 from ..facts.sessions import SessionTypes
 from ..facts.syntax import source_lines
 from ..facts.module_facts import ModuleInfo
-from ..rules.read_modify_write import compose, judge
-from ..rules import two_copies
-from .call_joins import CallJoins
+from ..flow.subscribers import NO_RULES, Subscribers
 from ..flow.walk import CallSite, FunctionAnalyzer, _Positions
+from .call_joins import CallJoins
 from ..facts.prefilter import Prefilter
 from ..facts.self_reads import SelfReads
 
 
 class ModuleAnalyzer:
     def __init__(self, source: str, tree: Optional[ast.AST], cfg: Config, filename: str = "",
-                 prefilter: Optional[Prefilter] = None):
+                 prefilter: Optional[Prefilter] = None, subscribers: Subscribers = NO_RULES):
         self.source = source
+        #: the rules the walks' events go to (handed in by the entry points: the walk and
+        #: this driver never import a rule)
+        self.subscribers = subscribers
         self.cfg = cfg
         self.filename = filename
         self.tree = tree
@@ -363,49 +365,6 @@ class ModuleAnalyzer:
         ``complete(callee, n)``: whether ``n`` resolved calls are all the calls there are
         (:mod:`.call_joins`)."""
         CallJoins(call_sites, lookup, complete).run(modules)
-
-    def _param_writes(self, site: CallSite, callee: FunctionAnalyzer) -> None:
-        order = [p for p in callee.param_order]
-        if callee.is_method and order and order[0] == "self":
-            order = order[1:]
-        pairs = list(site.args)
-        if site.receiver is not None and "self" in callee.param_writes:
-            pairs.append(("self", site.receiver))
-        for key, ent in pairs:
-            pname = key if isinstance(key, str) else (order[key] if key < len(order) else None)
-            if pname is None or pname not in callee.param_writes:
-                continue
-            if ent.source == "param":
-                continue
-            w_line, relevant, _kind = callee.param_writes[pname]
-            result = judge(ent, site.stack, relevant, self.vocab)
-            if result is None:
-                continue
-            code, detail = result
-            where = "line" if callee.mod is self else \
-                f"{os.path.basename(callee.mod.filename) or 'another module'} line"
-            verb = f"written by `{callee.name}()` ({where} {w_line}) called"
-            msg = compose(code, ent, site.line, verb, relevant, detail, self.vocab)
-            if self.cfg.code_enabled(code):
-                blind = all(m.kind == "blind" for m in relevant)
-                self.add(Finding(site.line, site.col, code, msg,
-                                 confidence=Confidence.LOW if blind else Confidence.HIGH))
-
-    def _internal(self, site: CallSite, callee: FunctionAnalyzer) -> None:
-        summary = {**callee.inherited_rmw, **callee.rmw_getters}
-        if not summary:
-            return
-        for ent in site.live:
-            if ent.getter not in summary:
-                continue
-            later = [w for w in ent.writes if w > site.line]
-            if ent.read_line < site.line and later and ent.had_rmw:
-                where = "lines" if callee.mod is self else \
-                    f"{os.path.basename(callee.mod.filename) or 'another module'} lines"
-                if self.cfg.code_enabled(two_copies.CODE):
-                    self.add(Finding(later[0], 0, two_copies.CODE, two_copies.helper_message(
-                        ent, later[0], callee.name, site.line, where, summary[ent.getter])))
-                return
 
 
 #: names the frameworks give their own methods: a project's override is not "the one" of them

@@ -29,6 +29,7 @@ from typing import Optional, Sequence
 from . import method_callers, param_chains
 from ..facts.config import Config
 from ..flow.walk import CallSite, FunctionAnalyzer
+from ..flow.subscribers import NO_RULES, Subscribers
 from ..facts.model import Finding
 from .module_analysis import ModuleAnalyzer, unique_loader_methods
 from ..facts.module_facts import ModuleFacts, inherit_policies, inherit_versioned
@@ -58,9 +59,11 @@ class ProjectAnalysis:
     """The modules of one project run, their import facts and the analysers made so far."""
 
     def __init__(self, files: Sequence[tuple[str, str, ast.AST]], cfg: Config, prefilter: Prefilter,
-                 roots: Sequence[str]):
+                 roots: Sequence[str], subscribers: Subscribers = NO_RULES):
         self.files = files
         self.cfg = cfg
+        #: the rules every module's walks report to (handed in by the entry points)
+        self.subscribers = subscribers
         self.prefilter = prefilter
         self.mods: dict[str, ModuleAnalyzer] = {}
         self.facts: dict[str, object] = {}            # path -> ModuleInfo or ModuleFacts
@@ -69,7 +72,7 @@ class ProjectAnalysis:
         self.demand: list[int] = []                   # loader helpers being analysed, across modules
         self.skipped: dict[str, tuple[str, ast.AST]] = {}
         for path, source, tree in files:
-            m = ModuleAnalyzer(source, tree, cfg, path, prefilter)
+            m = ModuleAnalyzer(source, tree, cfg, path, prefilter, self.subscribers)
             if m.prepare():
                 self._adopt(path, m)
             else:
@@ -135,7 +138,7 @@ class ProjectAnalysis:
         callers_too = method_callers.caller_modules(
             self.skipped, method_callers.self_writing_names(self.mods.values(), self.bases))
         for path in callers_too:
-            other = ModuleAnalyzer(*self.skipped.pop(path), self.cfg, path, self.prefilter)
+            other = ModuleAnalyzer(*self.skipped.pop(path), self.cfg, path, self.prefilter, self.subscribers)
             other.prepare(loaders=True, keep=True)
             other.info.versioned |= self.facts[path].versioned
             self._adopt(path, other)
@@ -156,7 +159,8 @@ class ProjectAnalysis:
                     t = self.resolve(path, alias, as_module)
                     if t is None or t[0] not in self.skipped:
                         continue
-                    other = ModuleAnalyzer(*self.skipped.pop(t[0]), self.cfg, t[0], self.prefilter)
+                    other = ModuleAnalyzer(*self.skipped.pop(t[0]), self.cfg, t[0], self.prefilter,
+                                           self.subscribers)
                     if other.prepare(loaders=True):
                         kept = self.facts[t[0]]
                         other.info.versioned |= kept.versioned
@@ -252,7 +256,7 @@ def _revive_answer_callers(project: ProjectAnalysis, others: dict) -> None:
     """A module the text test passed over can still act on another module's lookup: it
     calls a loader helper (an imported function, a module's, or the project's one method of
     that name) and stores rows through a method (``if not project: repo.create_from(project)``):
-    analyse it too (``presence.py`` pairs the helper's answer with the store)."""
+    analyse it too (``flow/presence.py`` pairs the helper's answer with the store)."""
     mods = project.mods
     methods = unique_loader_methods(list(mods.values()))
     method_calls = re.compile(r"\.(?:%s)\(" % "|".join(sorted(map(re.escape, methods)))) if methods else None
@@ -273,7 +277,7 @@ def _revive_answer_callers(project: ProjectAnalysis, others: dict) -> None:
                     calls = True
         if not calls:
             continue
-        m = ModuleAnalyzer(source, tree, project.cfg, path, project.prefilter)
+        m = ModuleAnalyzer(source, tree, project.cfg, path, project.prefilter, project.subscribers)
         if m.prepare(relevant=True):
             project._adopt(path, m)
 

@@ -2,7 +2,7 @@
 
 Two requests run the same check (``exists()`` is false, a count is under its limit, ``Max("n")``
 gives the next number) before either acts, and both act: two rows where one was meant, a
-limit exceeded, two invoices with one number.  The walk (``dataflow.py``) records each check
+limit exceeded, two invoices with one number.  The walk (``flow/``) records each check
 as a :class:`~txnsafety_lint.facts.model.Check` and each act (an insert, a save, an update) as an
 :class:`Act`; this module decides which earlier check an act depends on and whether anything
 makes the pair atomic.
@@ -25,17 +25,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-import libcst as cst
+import os
 
 from ..facts.constraints import column, covered
-from ..facts.model import Act, ActKind, Check, CheckKind, Confidence
-from ..facts.syntax import CONTEXT_NAMES, assigned_names, walk_nodes
-from ..flow import presence
-from ..flow.events import Acted
+from ..facts.model import Act, ActKind, Check, CheckKind, Confidence, Finding
+from ..facts.syntax import CONTEXT_NAMES
+from ..flow.events import Acted, AggregateStored, CallResolved
+from .get_or_create import note_settled
 from ..facts.module_facts import UNPROTECTED_POLICIES
 
 if TYPE_CHECKING:
-    from ..flow.walk import FunctionAnalyzer
+    from ..flow.state import FunctionState
 
 #: every table's primary key is unique; ``pk`` and ``id`` are one spelling (``column()``)
 PRIMARY_KEY = frozenset({"id"})
@@ -68,24 +68,6 @@ def depends_on(check: Check, act: Act, unprotected_policies: frozenset) -> Optio
             return None         # a limit on the row's own field, then its save: the policy accepts it
         return True
     return act.model is None or not check.models or act.model in check.models
-
-
-def normalises(check: Check, blocks: list) -> bool:
-    """A limit check whose branches set the very field it compared (``if self.state >=
-    DONE and not text: self.state = EMPTY``) computes that field's new value: a
-    read-modify-write of the field, judged as one by ``read_modify_write``, not the guard
-    of a later act."""
-    if check.kind is not CheckKind.LIMIT or check.subject is None or check.column is None:
-        return False
-    name = check.subject.name
-    for block in blocks:
-        for node in walk_nodes(block):
-            if isinstance(node, (cst.AssignTarget, cst.AugAssign)):
-                target = node.target
-                if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and \
-                        target.value.value == name and target.attr.value == check.column:
-                    return True
-    return False
 
 
 def confidence(check: Check, act: Act, params: set) -> Confidence:
@@ -172,16 +154,7 @@ def stored_aggregate_message(check: Check, target: str, line: int) -> str:
             f"IntegrityError, or take the number from a database sequence")
 
 
-def close(checks: list[Check], blocks: list) -> None:
-    """The ``if`` (or ``except``) that made ``checks`` ended and every way out of it goes on:
-    from now on an act depends on them only through the names their branches set."""
-    carried = frozenset().union(*(assigned_names(b) for b in blocks))
-    for check in checks:
-        check.closed = True
-        check.carried = carried
-
-
-def on_act(fa: "FunctionAnalyzer", event: Acted) -> None:
+def on_act(fa: "FunctionState", event: Acted) -> None:
     """TXN105 at an act: the latest open check it depends on, unless a unique key, an
     ``IntegrityError`` handler that applies the change again, a write already reported on
     the line, or a lock held since the check settles the pair (subscribed to ``ACT``)."""
@@ -200,7 +173,7 @@ def on_act(fa: "FunctionAnalyzer", event: Acted) -> None:
         c.used = True
     unique = unique_key_settles(check, act, fa.mod.cfg.unique_keys)
     if unique and check.kind is not CheckKind.UPDATED:
-        presence.note_settled(fa, check, act, node)    # the get-or-create contract
+        note_settled(fa, check, act, node)    # the get-or-create contract
     if conflict_settles(check, unique, fa.integrity_depth > 0, fa.reapplying_depth > 0):
         return
     if act.line in fa.reported_write_lines:
@@ -209,3 +182,43 @@ def on_act(fa: "FunctionAnalyzer", event: Acted) -> None:
         return
     fa.report(node, "TXN105", message(check, act, fa.framework_hint()),
               confidence=confidence(check, act, set(fa.param_order)))
+
+
+def on_aggregate_stored(fa: "FunctionState", event: AggregateStored) -> None:
+    """``self.number = last + 1`` in a model method (``clean()``, ``save()``): the value the
+    row will be saved with comes from an aggregate read just before; the save is the
+    caller's, so the finding is where the value is stored (subscribed to ``AGGREGATE_STORED``)."""
+    held = {id(s) for s in event.scopes}
+    for check in fa.checks:
+        if check.kind is CheckKind.AGGREGATE and not check.used and check.names & event.used and \
+                not (check.locked and {id(x) for x in check.stack} <= held):
+            check.used = True
+            target = f"self.{event.target.attr.value}"
+            fa.report(event.target, "TXN105", stored_aggregate_message(check, target, event.line))
+            return
+
+
+def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
+    """TXN105 at a call whose callee inserts (``self._create_token(...)`` after ``if not
+    previous:``): the caller's check, as it stood at the call, and the callee's insert
+    (subscribed to ``CALL_RESOLVED``; ``fa`` is the caller)."""
+    site, callee = event.site, event.callee
+    if site.guarded or not site.checks or not callee.creates:
+        return
+    if callee.is_method != site.on_self or (callee.is_method and
+                                            callee.qualname.split(".")[0] != fa.qualname.split(".")[0]):
+        return      # only a module function, or a method of this class called on ``self``
+    c_line, model = callee.creates[0]
+    where = "line" if callee.mod is fa.mod else \
+        f"{os.path.basename(callee.mod.filename) or 'another module'} line"
+    act = Act(site.line, f"`{callee.name}()` (inserting at {where} {c_line})", ActKind.CREATE,
+              model, site.names, None, None)
+    pending = [c for c in site.checks if depends_on(c, act, UNPROTECTED_POLICIES)]
+    if not pending:
+        return
+    check = pending[-1]
+    if unique_key_settles(check, act, fa.mod.cfg.unique_keys) or \
+            (check.locked and {id(s) for s in check.stack} <= {id(s) for s in site.stack}):
+        return
+    if fa.mod.cfg.code_enabled("TXN105"):
+        fa.mod.add(Finding(site.line, site.col, "TXN105", message(check, act, fa.framework_hint())))

@@ -30,20 +30,16 @@ self.state == X: self.state = Y``) and lazy initialisation, rarely a race.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..facts.model import Entity, Mutation
+from ..facts.model import Confidence, Entity, Mutation
+from ..facts.query_selection import Selection
+from ..facts.syntax import label
+from ..flow.events import FunctionEnded, SelectedRowsUpdated, Stored
+from ..flow.records import Claim, PendingClaim
 
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    """A write that sets back a column its row was selected by."""
-
-    entity: Entity
-    columns: tuple[str, ...]
-    #: the mutations the write carries (the claimed columns and whatever is set with them)
-    written: tuple[Mutation, ...]
+if TYPE_CHECKING:
+    from ..flow.state import FunctionState
 
 
 def claimed(ent: Entity, written: list[Mutation], stack: tuple) -> Optional[Claim]:
@@ -63,17 +59,6 @@ def matters(claim: Claim, other_work: bool) -> bool:
     is not logging): both claimants would do that work.  A claim that only writes the row
     (a sweep setting a timestamp) loses nothing when it runs twice."""
     return other_work
-
-
-@dataclasses.dataclass(frozen=True)
-class Selection:
-    """Rows (or their ids) a query picked by state, kept in a variable: ``ids = [t.id for t in
-    session.query(T.id).filter(T.owner.is_(None))]``."""
-
-    name: str
-    line: int
-    columns: frozenset
-    for_update: bool
 
 
 def claimed_by_update(selection: Selection, set_cols: frozenset, own_state: frozenset) -> tuple[str, ...]:
@@ -119,3 +104,44 @@ def message(claim: Claim, write_line: int, verb: str, framework: Optional[str]) 
                             ".update(...) and act only if it returned 1")
     return (f"TXN105 check-then-act: {compare}, then {cols} set and {verb} at line {write_line}: "
             f"two workers can both pass the compare and both claim the row; {fix}")
+
+
+def on_store(fa: "FunctionState", event: Stored) -> None:
+    """Any write of a row: kept as a pending claim when it sets back what the row was
+    selected by (subscribed to ``STORE``); judged at the function's end."""
+    found = claimed(event.entity, list(event.written), event.scopes)
+    if found is not None:
+        fa.claims.append(PendingClaim(found, event.line, event.verb))
+
+
+def on_selected_rows_updated(fa: "FunctionState", event: SelectedRowsUpdated) -> None:
+    """``filter(id__in=ids).update(owner=me)`` of ids selected by state: the first selection
+    whose state the update sets back without re-checking it (subscribed to
+    ``SELECTED_ROWS_UPDATED``)."""
+    call = event.node
+    for sel in event.selections:
+        columns = claimed_by_update(sel, event.set_columns, event.compared)
+        if columns and not any(s.kind == "lock" or s.serializable for s in event.scopes):
+            fa.work_lines.append(event.line)
+            fa.report(call, "TXN105", update_message(
+                sel, columns, event.line, f"`{label(call.func)}()`", fa.framework_hint()),
+                deferrable=True, confidence=Confidence.MEDIUM)
+            return
+
+
+def on_function_end(fa: "FunctionState", event: FunctionEnded) -> None:
+    """TXN105 for the compare-and-set writes that matter, now that every write of the
+    function is known (subscribed to ``FUNCTION_END``)."""
+    for pending in fa.claims:
+        found, w_line = pending.claim, pending.line
+        ent = found.entity
+        other_work = any(n > w_line for n in fa.work_lines) or \
+            any(n > w_line and name in (ent.name, ent.name.split(".")[0], fa.loop_of.get(ent.name))
+                for n, name in fa.handed_on)      # ``user`` of ``user.plan.recurring`` too
+        if not matters(found, other_work) or w_line in fa.sure_write_lines:
+            continue
+        fw = found.entity.framework or fa.framework_hint()
+        fa.drop_stale_copy(w_line)
+        fa.report(w_line, "TXN105", message(found, w_line, pending.verb, fw), deferrable=True,
+                  confidence=Confidence.MEDIUM)
+    fa.claims = []

@@ -33,10 +33,11 @@ import libcst as cst
 from ..facts.config import name_matches
 from ..facts.model import Confidence
 from ..facts.syntax import dotted, kwarg, terminal
+from ..flow.events import Called
 from .claim import settled
 
 if TYPE_CHECKING:
-    from ..flow.walk import FunctionAnalyzer
+    from ..flow.state import FunctionState
 
 #: calls that send something out of the process (besides the vocabulary's side effects)
 _SENDS = frozenset({"send", "send_mail", "send_messages", "send_email", "send_sms", "deliver"})
@@ -45,12 +46,13 @@ _SENDS = frozenset({"send", "send_mail", "send_messages", "send_email", "send_sm
 _RELATED_WRITES = frozenset({"add", "remove", "set", "clear"})
 
 
-def observe(fa: "FunctionAnalyzer", call: cst.Call) -> None:
-    """Note the work a call does, or judge the delete it is (from ``FunctionAnalyzer.call``)."""
+def on_call(fa: "FunctionState", event: Called) -> None:
+    """Note the work a call does, or judge the delete it is (subscribed to ``CALL``)."""
+    call = event.node
     term = terminal(call)
     func = call.func
     recv = func.value if isinstance(func, cst.Attribute) else None
-    line = fa.line(call)
+    line = event.line
     if recv is None:
         if name_matches(dotted(func), fa.vocab.side_effects):
             fa.effects.append((line, None, call))
@@ -67,7 +69,7 @@ def observe(fa: "FunctionAnalyzer", call: cst.Call) -> None:
             fa.effects.append((line, root, call))
 
 
-def _sends(fa: "FunctionAnalyzer", call: cst.Call, term: str) -> bool:
+def _sends(fa: "FunctionState", call: cst.Call, term: str) -> bool:
     if name_matches(dotted(call.func), fa.vocab.side_effects) and not fa.is_write_name(term):
         return True
     # ``mail.send()``, ``msg.send(fail_silently=True)``; a signal's ``send(sender, ...)`` is not out
@@ -75,7 +77,7 @@ def _sends(fa: "FunctionAnalyzer", call: cst.Call, term: str) -> bool:
         kwarg(call, "sender") is None
 
 
-def _judge(fa: "FunctionAnalyzer", call: cst.Call, ent, line: int) -> None:
+def _judge(fa: "FunctionState", call: cst.Call, ent, line: int) -> None:
     if ent.source not in ("get", "loop", "call") or settled(ent, tuple(fa.stack)):
         return
     work = _work(fa, ent, call, line)
@@ -85,7 +87,7 @@ def _judge(fa: "FunctionAnalyzer", call: cst.Call, ent, line: int) -> None:
     fa.report(call, "TXN105", message(ent, work, line, framework), confidence=Confidence.MEDIUM)
 
 
-def _work(fa: "FunctionAnalyzer", ent, delete: cst.Call, line: int) -> Optional[int]:
+def _work(fa: "FunctionState", ent, delete: cst.Call, line: int) -> Optional[int]:
     """The first line of harmful work done between ``ent``'s read and its delete at ``line``
     on a path to the delete."""
     parents = None

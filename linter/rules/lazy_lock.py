@@ -1,5 +1,5 @@
 """TXN105 on a lock taken too late: a ``select_for_update()`` queryset first run by its own
-``update()``/``delete()``, or never run at all (facts: ``lazy_locks.py``).
+``update()``/``delete()``, or never run at all (facts: ``facts/lazy_locks.py``).
 
 Reported when the function did something with the rows it meant to hold before the lock
 was taken (a call between the binding and the first use: a read, a method of the row) and
@@ -10,9 +10,14 @@ the UPDATE locks its rows itself, and nothing depends on a read before it.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ..facts.lazy_locks import LazyLock
+from ..facts.lazy_locks import LazyLock, lazy_locks
+from ..facts.model import Confidence
+from ..flow.events import FunctionEnded
+
+if TYPE_CHECKING:
+    from ..flow.state import FunctionState
 
 CODE = "TXN105"
 
@@ -31,3 +36,16 @@ def message(lock: LazyLock) -> Optional[str]:
             f"takes its row locks when it runs, so the reads before that line ran unlocked and the "
             f"write at line {lock.writes[-1]} relies on them; evaluate the lock first "
             f"(`row = qs.get()`, `list(qs)`) and compute from the locked row")
+
+
+def on_function_end(fa: "FunctionState", event: FunctionEnded) -> None:
+    """TXN105 for a ``select_for_update()`` queryset first run by its own update (subscribed
+    to ``FUNCTION_END``: the writes after the lock are all known)."""
+    if "select_for_update" not in fa.mod.source:
+        return
+    for lock in lazy_locks(fa.node, fa.line):
+        if fa.reported_write_lines.intersection(lock.writes):
+            continue        # the write is reported already, for the read the lock did not cover
+        found = message(lock)
+        if found is not None:
+            fa.report(lock.bound, CODE, found, confidence=Confidence.MEDIUM)

@@ -1,8 +1,8 @@
 """TXN108 lock outside transaction: ``select_for_update()`` evaluated where no transaction
 holds the row lock (Django's autocommit releases it with the statement).
 
-The walk (``dataflow.py``) reports the locking read and defers the finding to the
-function's callers (``call_joins.CallJoins``): a function every caller of which
+The rule reports the locking read and defers the finding to the
+function's callers (``project/call_joins.CallJoins``): a function every caller of which
 runs it inside a transaction is fine.  What is left is settled here:
 
 * the function uses the lock itself (it writes after the locking read, or calls a method of
@@ -24,11 +24,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from ..facts.model import Confidence, Finding
+from ..facts.model import Confidence, Finding, Need
 from ..flow.events import LockedRead
 
 if TYPE_CHECKING:
-    from ..flow.walk import FunctionAnalyzer
+    from ..flow.state import FunctionState
 
 CODE = "TXN108"
 
@@ -42,15 +42,6 @@ def message(line: int, loop: bool = False) -> str:
             f"outside any transaction, so the row lock ends with the statement (Django raises "
             f"TransactionManagementError in autocommit); wrap the read and the write in "
             f"transaction.atomic()")
-
-
-#: method names that, by convention, read and change nothing (``row.get_deferred_fields()``)
-_READERS = ("get_", "is_", "has_", "can_", "as_", "to_")
-
-
-def may_write(method: str) -> bool:
-    """Whether ``row.method()`` may write the row (an accessor by its name does not)."""
-    return not method.startswith(_READERS)
 
 
 def for_caller(lock_line: int, uses: list[int]) -> bool:
@@ -74,10 +65,11 @@ def settle(finding: Finding, uses: list[int], called: bool, seen_protected: bool
     return dataclasses.replace(finding, confidence=Confidence.LOW)
 
 
-def on_locked_read(fa: "FunctionAnalyzer", event: LockedRead) -> None:
+def on_locked_read(fa: "FunctionState", event: LockedRead) -> None:
     """A Django ``select_for_update()`` evaluated with no transaction held here: reported,
     and deferred to the callers (``settle``) when the function has some.  A get through a
     lock of the project's own (``fetch_under_lock``) is not a row lock's only holder."""
     if event.transaction is None and event.read.framework == "django" and \
             (event.in_loop or not event.read.locked):
-        fa.report(event.node, CODE, deferrable=True, message=message(event.line, loop=event.in_loop))
+        fa.report(event.node, CODE, deferrable=True, need=Need.TXN, settle=settle,
+                  message=message(event.line, loop=event.in_loop))

@@ -19,7 +19,7 @@ from ..facts.syntax import terminal
 from ..flow.events import LockedRead
 
 if TYPE_CHECKING:
-    from ..flow.walk import FunctionAnalyzer
+    from ..flow.state import FunctionState
 
 CODE = "TXN105"
 _MAKERS = frozenset({"get_or_create", "update_or_create"})
@@ -62,7 +62,7 @@ def message(model: str, verb: str, line: int, looked_up: frozenset[str]) -> str:
             f"winner's row")
 
 
-def on_locked_read(fa: "FunctionAnalyzer", event: LockedRead) -> None:
+def on_locked_read(fa: "FunctionState", event: LockedRead) -> None:
     """``select_for_update().get_or_create(...)`` whose lookup holds no unique key."""
     if event.in_loop or event.read.framework != "django":
         return

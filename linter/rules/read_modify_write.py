@@ -7,23 +7,50 @@ write and the mutations that make it a read-modify-write, :func:`judge` picks th
 """
 from __future__ import annotations
 
+import dataclasses
+import enum
+import os
 from typing import TYPE_CHECKING, Optional
 
-
-from txnsafety.codes import CODES
+from txnsafety.codes import Code
 
 from ..facts.config import Vocab
-from ..facts.model import Entity, Scope
-from ..facts.module_facts import LOCK_POLICIES, TXN_POLICIES, UNPROTECTED_POLICIES
-from ..flow.events import Written
-from ..facts.model import Confidence
-from ..facts.module_facts import protection_needed
+from ..facts.model import Confidence, Entity, Finding, Scope
+from ..facts.module_facts import LOCK_POLICIES, TXN_POLICIES, UNPROTECTED_POLICIES, protection_needed
+from ..flow.events import CallResolved, Written
 
 if TYPE_CHECKING:
-    from ..flow.walk import FunctionAnalyzer
+    from ..flow.state import FunctionState
 
 
-def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[tuple]:
+class Reason(enum.Enum):
+    """Why a read-modify-write earns its code: what protection the read and the write had."""
+
+    UNPROTECTED = "unprotected"                 # no transaction or lock at the read or the write
+    HALF_PROTECTED = "half-protected"           # read outside, written inside ``scope``
+    LOCK_RELEASED = "released"                  # read FOR UPDATE, row lock ended (commit at ``line``)
+    SCOPE_ENDED = "ended"                       # read inside ``scope``, written after it ended
+    LOCK_BEFORE_COMMIT = "lock-before-commit"   # lock ``scope`` released before ``outer`` commits
+    WEAK_ISOLATION = "weak isolation"           # one transaction ``scope``, no row lock, not serializable
+    NO_LOCK = "no-lock"                         # a lock-only model written without it (``scope``: a txn)
+    NO_TXN = "no-txn"                           # a transaction-only model written under lock ``scope``
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """A read-modify-write's code and why; :func:`compose` writes its message."""
+
+    code: Code
+    reason: Reason
+    #: the protection the reason names (see :class:`Reason`)
+    scope: Optional[Scope] = None
+    #: the transaction that commits after a lock ended (``LOCK_BEFORE_COMMIT``)
+    outer: Optional[Scope] = None
+    #: the line the row lock ended at (``LOCK_RELEASED``)
+    line: Optional[int] = None
+
+
+def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[Verdict]:
     """Which code (if any) a read-modify-write of ``ent`` written under ``stack`` earns."""
     if ent.versioned or ent.policy in UNPROTECTED_POLICIES:
         return None
@@ -37,24 +64,24 @@ def judge(ent: Entity, stack: tuple, relevant: list, vocab: Vocab) -> Optional[t
     return _judge_scopes(ent, list(ent.scopes), list(stack), counter)
 
 
-def _judge_scopes(ent: Entity, R: list, W: list, counter: bool) -> Optional[tuple]:
+def _judge_scopes(ent: Entity, R: list, W: list, counter: bool) -> Optional[Verdict]:
     """The judgement of a read under scopes ``R`` and a write under ``W`` (outermost first),
     where every scope in them counts as protection."""
     r_ids = {id(s) for s in R}
     w_ids = {id(s) for s in W}
     if ent.for_update and ent.released_line is not None:
-        return ("TXN104", ("released", ent.released_line))
+        return Verdict(Code.TXN104, Reason.LOCK_RELEASED, line=ent.released_line)
     if not R and not W:
         if ent.for_update:
             return None
-        return ("TXN106" if counter else "TXN102", None)
+        return Verdict(Code.TXN106 if counter else Code.TXN102, Reason.UNPROTECTED)
     if not R and W:
         if ent.for_update and ent.framework == "sqlalchemy":
             return None
-        return ("TXN101", W[-1])
+        return Verdict(Code.TXN101, Reason.HALF_PROTECTED, W[-1])
     gone = [s for s in R if id(s) not in w_ids]
     if gone:
-        return ("TXN104", ("ended", gone[-1]))
+        return Verdict(Code.TXN104, Reason.SCOPE_ENDED, gone[-1])
     common = [s for s in W if id(s) in r_ids]
     locks = [s for s in common if s.kind == "lock"]
     if locks:
@@ -62,17 +89,17 @@ def _judge_scopes(ent: Entity, R: list, W: list, counter: bool) -> Optional[tupl
         idx = W.index(lock)
         outer_txn = [s for s in W[:idx] if s.kind == "txn"]
         if outer_txn:
-            return ("TXN104", ("lock-before-commit", lock, outer_txn[-1]))
+            return Verdict(Code.TXN104, Reason.LOCK_BEFORE_COMMIT, lock, outer_txn[-1])
         return None
     if ent.for_update:
         return None
     if any(s.kind == "txn" and s.serializable for s in common):
         return None
     txn = common[-1]
-    return ("TXN106" if counter else "TXN109", txn)
+    return Verdict(Code.TXN106 if counter else Code.TXN109, Reason.WEAK_ISOLATION, txn)
 
 
-def judge_txn(ent: Entity, stack: tuple, counter: bool) -> Optional[tuple]:
+def judge_txn(ent: Entity, stack: tuple, counter: bool) -> Optional[Verdict]:
     """``judge`` for a model that only a transaction protects (``@written_in_transaction``),
     as the runtime's ``_transaction_problem`` judges it: user locks (``user_write_lock()``,
     ``fetch_under_lock()``, any configured lock) are not looked at, so a read-modify-write
@@ -81,33 +108,33 @@ def judge_txn(ent: Entity, stack: tuple, counter: bool) -> Optional[tuple]:
     R = [s for s in ent.scopes if s.kind == "txn"]
     W = [s for s in stack if s.kind == "txn"]
     result = _judge_scopes(ent, R, W, counter)
-    if result is not None and result[1] is None:
+    if result is not None and result.reason is Reason.UNPROTECTED:
         locks = [s for s in stack if s.kind == "lock"] or [s for s in ent.scopes if s.kind == "lock"]
         if locks:       # say why the lock held around it does not count
-            return (result[0], ("no-txn", locks[-1]))
+            return Verdict(result.code, Reason.NO_TXN, locks[-1])
     return result
 
 
-def judge_lock(ent: Entity, stack: tuple, counter: bool) -> Optional[tuple]:
+def judge_lock(ent: Entity, stack: tuple, counter: bool) -> Optional[Verdict]:
     """``judge`` for a model that only a lock protects (``@written_with_user_lock``), as the
     runtime checker judges it: transactions and row locks do not count."""
     R = [s for s in ent.scopes if s.kind == "lock"]
     W = [s for s in stack if s.kind == "lock"]
     if not R and not W:
         txns = [s for s in stack if s.kind == "txn"] or [s for s in ent.scopes if s.kind == "txn"]
-        return ("TXN106" if counter else "TXN102", ("no-lock", txns[-1] if txns else None))
+        return Verdict(Code.TXN106 if counter else Code.TXN102, Reason.NO_LOCK, txns[-1] if txns else None)
     if not R:
-        return ("TXN101", W[-1])
+        return Verdict(Code.TXN101, Reason.HALF_PROTECTED, W[-1])
     w_ids = {id(s) for s in W}
     gone = [s for s in R if id(s) not in w_ids]
     if gone:
-        return ("TXN104", ("ended", gone[-1]))
+        return Verdict(Code.TXN104, Reason.SCOPE_ENDED, gone[-1])
     # the lock is held at the read and at the write; released before an outer commit?
     W = list(stack)
     lock = R[0]
     outer_txn = [s for s in W[:W.index(lock)] if s.kind == "txn"]
     if outer_txn:
-        return ("TXN104", ("lock-before-commit", lock, outer_txn[-1]))
+        return Verdict(Code.TXN104, Reason.LOCK_BEFORE_COMMIT, lock, outer_txn[-1])
     return None
 
 
@@ -130,24 +157,22 @@ def _fw(ent: Entity, vocab: Vocab, scope: Optional[Scope] = None) -> str:
     return "generic"
 
 
-def compose(code: str, ent: Entity, w_line: int, verb: str, relevant: list, detail,
-            vocab: Vocab) -> str:
-    """The message of a verdict of :func:`judge`: what was read where, how it was written,
-    and the fix that fits the framework and the protection that was (not) there."""
+def compose(verdict: Verdict, ent: Entity, w_line: int, verb: str, relevant: list, vocab: Vocab) -> str:
+    """The message of a :class:`Verdict`: what was read where, how it was written, and the fix
+    that fits the framework and the protection that was (not) there."""
     src = _source(ent)
-    if code == "TXN101":
-        return _compose_half_protected(ent, src, w_line, verb, detail, vocab)
-    if code in ("TXN102", "TXN106") and isinstance(detail, tuple) and detail[0] == "no-lock":
-        return _compose_no_lock(code, ent, src, w_line, verb, relevant, detail[1], vocab)
-    if code in ("TXN102", "TXN106") and isinstance(detail, tuple) and detail[0] == "no-txn":
-        return _compose_no_txn(code, ent, src, w_line, verb, relevant, detail[1], vocab)
-    if code in ("TXN102", "TXN106") and detail is None:
+    code, reason, scope = verdict.code.value, verdict.reason, verdict.scope
+    if reason is Reason.HALF_PROTECTED:
+        return _compose_half_protected(ent, src, w_line, verb, scope, vocab)
+    if reason is Reason.NO_LOCK:
+        return _compose_no_lock(code, ent, src, w_line, verb, relevant, scope, vocab)
+    if reason is Reason.NO_TXN:
+        return _compose_no_txn(code, ent, src, w_line, verb, relevant, scope, vocab)
+    if reason is Reason.UNPROTECTED:
         return _compose_unprotected(code, ent, src, w_line, verb, relevant, vocab)
-    if code == "TXN104":
-        return _compose_scope_changed(ent, src, w_line, verb, detail)
-    if code in ("TXN106", "TXN109"):
-        return _compose_weak_isolation(code, ent, src, w_line, verb, relevant, detail, vocab)
-    return f"{code} {CODES[code].kind}: `{ent.name}` {src}, {verb} at line {w_line}"
+    if reason is Reason.WEAK_ISOLATION:
+        return _compose_weak_isolation(code, ent, src, w_line, verb, relevant, scope, vocab)
+    return _compose_scope_changed(ent, src, w_line, verb, verdict)
 
 
 def _source(ent: Entity) -> str:
@@ -206,19 +231,18 @@ def _compose_unprotected(code: str, ent: Entity, src: str, w_line: int, verb: st
             f"line {w_line} with no transaction or lock; {fix}")
 
 
-def _compose_scope_changed(ent: Entity, src: str, w_line: int, verb: str, detail: tuple) -> str:
+def _compose_scope_changed(ent: Entity, src: str, w_line: int, verb: str, verdict: Verdict) -> str:
     name = ent.name
-    kind = detail[0]
-    if kind == "released":
+    if verdict.reason is Reason.LOCK_RELEASED:
         return (f"TXN104 scope-changed: `{name}` read FOR UPDATE at line {ent.read_line}, but the row "
-                f"lock ended with the commit at line {detail[1]} before it was {verb} at line {w_line}; "
+                f"lock ended with the commit at line {verdict.line} before it was {verb} at line {w_line}; "
                 f"keep the read and the write in one transaction")
-    if kind == "ended":
-        scope = detail[1]
+    if verdict.reason is Reason.SCOPE_ENDED:
+        scope = verdict.scope
         return (f"TXN104 scope-changed: `{name}` {src} inside `{scope.label}` ({scope.where}line "
                 f"{scope.line}) but {verb} at line {w_line} after it ended; do the read and the "
                 f"write inside the same transaction or lock")
-    lock, txn = detail[1], detail[2]
+    lock, txn = verdict.scope, verdict.outer
     return (f"TXN104 scope-changed: `{name}` {src} and {verb} at line {w_line} under `{lock.label}` "
             f"(line {lock.line}), but the lock is released before `{txn.label}` (line {txn.line}) "
             f"commits, so the next holder can read the old row; take the lock outside the "
@@ -299,7 +323,7 @@ def _counter_fix(fw: str, attr: str) -> str:
             f"lock around the read and the write")
 
 
-def on_write(fa: "FunctionAnalyzer", event: Written) -> None:
+def on_write(fa: "FunctionState", event: Written) -> None:
     """The verdict on a write of changes that matter (subscribed to ``WRITE``).
 
     A parameter written with no protection taken here is its callers' business (the walk
@@ -311,11 +335,11 @@ def on_write(fa: "FunctionAnalyzer", event: Written) -> None:
     if ent.source == "param" and not event.scopes:
         return
     relevant = list(event.changes)
-    result = judge(ent, event.scopes, relevant, fa.vocab)
-    if result is None:
+    verdict = judge(ent, event.scopes, relevant, fa.vocab)
+    if verdict is None:
         return
-    code, detail = result
-    msg = compose(code, ent, event.line, event.verb, relevant, detail, fa.vocab)
+    code = verdict.code
+    msg = compose(verdict, ent, event.line, event.verb, relevant, fa.vocab)
     col = fa.col(event.node) if event.at_node else 0
     blind = all(m.kind == "blind" for m in relevant)
     other_columns = event.how in ("fields", "flush") and \
@@ -323,6 +347,35 @@ def on_write(fa: "FunctionAnalyzer", event: Written) -> None:
     fa.reported_write_lines.add(event.line)
     if not (blind or other_columns):
         fa.sure_write_lines.add(event.line)
-    fa.report(event.line, code, msg, col=col, deferrable=code in ("TXN102", "TXN106")
+    fa.report(event.line, code, msg, col=col, deferrable=code in (Code.TXN102, Code.TXN106)
               and ent.source != "param", need=protection_needed(ent.policy),
               confidence=Confidence.LOW if blind or other_columns else Confidence.HIGH)
+
+
+def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
+    """A callee that writes a row its caller read and handed it (``save_points(wallet)``):
+    the caller's read and the callee's write, judged at the call (subscribed to
+    ``CALL_RESOLVED``; ``fa`` is the caller)."""
+    site, callee = event.site, event.callee
+    order = list(callee.param_order)
+    if callee.is_method and order and order[0] == "self":
+        order = order[1:]
+    pairs = list(site.args)
+    if site.receiver is not None and "self" in callee.param_writes:
+        pairs.append(("self", site.receiver))
+    for key, ent in pairs:
+        pname = key if isinstance(key, str) else (order[key] if key < len(order) else None)
+        if pname is None or pname not in callee.param_writes or ent.source == "param":
+            continue
+        w_line, relevant, _kind = callee.param_writes[pname]
+        verdict = judge(ent, site.stack, relevant, fa.vocab)
+        if verdict is None:
+            continue
+        where = "line" if callee.mod is fa.mod else \
+            f"{os.path.basename(callee.mod.filename) or 'another module'} line"
+        verb = f"written by `{callee.name}()` ({where} {w_line}) called"
+        msg = compose(verdict, ent, site.line, verb, relevant, fa.vocab)
+        if fa.mod.cfg.code_enabled(verdict.code.value):
+            blind = all(m.kind == "blind" for m in relevant)
+            fa.mod.add(Finding(site.line, site.col, verdict.code.value, msg,
+                               confidence=Confidence.LOW if blind else Confidence.HIGH))

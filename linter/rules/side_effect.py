@@ -19,7 +19,7 @@ from ..facts.model import Scope
 from ..flow.events import SideEffect
 
 if TYPE_CHECKING:
-    from ..flow.walk import FunctionAnalyzer
+    from ..flow.state import FunctionState
 
 CODE = "TXN107"
 
@@ -37,7 +37,7 @@ def message(name: str, line: int, txn: Scope) -> str:
             f"into transaction.on_commit(), or make it a transactional task")
 
 
-def on_side_effect(fa: "FunctionAnalyzer", event: SideEffect) -> None:
+def on_side_effect(fa: "FunctionState", event: SideEffect) -> None:
     """The verdict on a side effect the walk met (subscribed to ``SIDE_EFFECT``)."""
     txn = event.transaction
     if fires(txn, fa.mod.cfg.side_effects_in_any_transaction):

@@ -7,20 +7,21 @@ Two shapes, both found by the walk:
   ``a.save()`` (:func:`overwritten_by`);
 * across a call: the caller holds the row, calls a helper that reads the same row by the
   same getter, changes and writes it, and the caller writes its own copy afterwards
-  (:func:`helper_message`, decided in ``module_analysis`` where call sites meet callees).
+  (:func:`on_call_resolved`, where call sites meet callees).
 
 SQLAlchemy's identity map hands out one object per row and session, so two reads through
 one session are one object: never reported.
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Iterable, Optional
 
-from ..facts.model import Entity
-from ..flow.events import Written
+from ..facts.model import Entity, Finding
+from ..flow.events import CallResolved, Written
 
 if TYPE_CHECKING:
-    from ..flow.walk import FunctionAnalyzer
+    from ..flow.state import FunctionState
 
 CODE = "TXN103"
 
@@ -58,8 +59,29 @@ def helper_message(ent: Entity, write_line: int, helper: str, call_line: int, wh
             f"instead of re-reading")
 
 
-def on_write(fa: "FunctionAnalyzer", event: Written) -> None:
+def on_write(fa: "FunctionState", event: Written) -> None:
     """TXN103 in one function: two objects for the same row, both written."""
     other = overwritten_by(event.entity, set(fa.entities.values()), event.line)
     if other is not None:
         fa.report(event.line, CODE, message(event.entity, other, event.line))
+
+
+def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
+    """TXN103 across a call: the caller holds the row and writes it after calling a helper
+    that reads the same row by the same getter, changes and writes it (subscribed to
+    ``CALL_RESOLVED``; ``fa`` is the caller)."""
+    site, callee = event.site, event.callee
+    summary = {**callee.inherited_rmw, **callee.rmw_getters}
+    if not summary:
+        return
+    for ent in site.live:
+        if ent.getter not in summary:
+            continue
+        later = [w for w in ent.writes if w > site.line]
+        if ent.read_line < site.line and later and ent.had_rmw:
+            where = "lines" if callee.mod is fa.mod else \
+                f"{os.path.basename(callee.mod.filename) or 'another module'} lines"
+            if fa.mod.cfg.code_enabled(CODE):
+                fa.mod.add(Finding(later[0], 0, CODE, helper_message(
+                    ent, later[0], callee.name, site.line, where, summary[ent.getter])))
+            return

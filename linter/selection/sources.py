@@ -1,4 +1,4 @@
-"""Reading and analysing one source file, with one-line reasons for files that cannot be.
+"""Reading one source file, with one-line reasons for files that cannot be analysed.
 
 A lint run must never show a traceback: every way a file can fail (unreadable, not
 UTF-8, too large, not Python, too deeply nested) becomes a :class:`FileProblem` whose
@@ -13,9 +13,9 @@ import tokenize
 import warnings
 from typing import Optional
 
-from ..analysis import Prefilter, analyze_source, source_lines
 from ..facts.config import Config
 from ..facts.model import Finding
+from ..facts.syntax import source_lines
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z0-9]+(?:[,\s]+[A-Z0-9]+)*))?", re.IGNORECASE)
 
@@ -80,17 +80,3 @@ def parse_file(path: str, cfg: Config) -> Optional[tuple[str, ast.AST]]:
     except (ValueError, MemoryError, RecursionError) as exc:
         raise FileProblem(f"cannot parse: {exc.__class__.__name__}: {exc}") from None
     return source, tree
-
-
-def analyze_file(path: str, source: str, tree: ast.AST, cfg: Config,
-                 prefilter: Optional[Prefilter] = None, noqa: bool = True) -> list[Finding]:
-    """The findings of one file judged on its own (``--no-cross-module``), noqa applied
-    unless ``noqa`` is false."""
-    try:
-        findings = analyze_source(source, cfg, path, tree=tree, prefilter=prefilter)
-    except RecursionError:
-        raise FileProblem("skipped: the code is nested too deeply to analyse") from None
-    except Exception as exc:  # noqa: BLE001 - a lint run must never show a traceback
-        raise FileProblem(f"internal error while analysing ({exc.__class__.__name__}: {exc}); "
-                          f"please report it") from None
-    return noqa_filter(findings, source) if noqa else findings

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter
+from txnsafety_lint.analysis import RULES, ModuleAnalyzer, Prefilter
 from txnsafety_lint.cli import main
 from txnsafety_lint.facts.config import Config
 
@@ -185,4 +185,4 @@ def test_form_feed_is_not_a_line_break(tmp_path, capsys):
         def function_relevant(self, text):
             return True
 
-    assert ModuleAnalyzer(src, None, Config(), "ff.py", Open(Config())).run() == []
+    assert ModuleAnalyzer(src, None, Config(), "ff.py", Open(Config()), RULES).run() == []

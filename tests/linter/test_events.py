@@ -36,15 +36,18 @@ SOURCE = textwrap.dedent("""\
 K = EventKind
 EXPECTED = [
     (7, K.PROTECTION_ENTERED, 1), (8, K.FOR_UPDATE_READ, 1), (8, K.READ, 1), (9, K.MUTATION, 1),
-    (10, K.WRITE, 1), (10, K.ACT, 1), (11, K.CHECK, 1), (12, K.ACT, 1), (13, K.SIDE_EFFECT, 1),
-    (7, K.PROTECTION_LEFT, 0), (14, K.MUTATION, 0), (15, K.WRITE, 0), (15, K.ACT, 0),
+    (10, K.CALL, 1), (10, K.STORE, 1), (10, K.WRITE, 1), (10, K.ACT, 1),
+    (11, K.CALL, 1), (11, K.CALL, 1), (11, K.CHECK, 1), (12, K.CALL, 1), (12, K.ACT, 1),
+    (13, K.SIDE_EFFECT, 1), (13, K.CALL, 1),
+    (7, K.PROTECTION_LEFT, 0), (14, K.MUTATION, 0), (15, K.CALL, 0), (15, K.STORE, 0), (15, K.WRITE, 0),
+    (15, K.ACT, 0), (6, K.FUNCTION_END, 0),
 ]
 
 
 def _walk(source: str = SOURCE) -> tuple[ModuleAnalyzer, list]:
     """The module's analyser and its findings."""
     cfg = Config()
-    m = ModuleAnalyzer(source, ast.parse(source), cfg, "views.py", Prefilter(cfg))
+    m = ModuleAnalyzer(source, ast.parse(source), cfg, "views.py", Prefilter(cfg), subscriptions.RULES)
     return m, m.run()
 
 
@@ -64,3 +67,11 @@ def test_a_verdict_comes_from_the_rule_subscribed_to_the_event(monkeypatch):
     others = tuple(h for h in subscriptions.SUBSCRIPTIONS[K.WRITE] if h is not read_modify_write.on_write)
     monkeypatch.setitem(subscriptions.SUBSCRIPTIONS, K.WRITE, others)
     assert _walk()[1] == []
+
+
+def test_the_walk_alone_reports_nothing():
+    """Handed no rules, the walk records the same events and decides nothing."""
+    cfg = Config()
+    m = ModuleAnalyzer(SOURCE, ast.parse(SOURCE), cfg, "views.py", Prefilter(cfg))
+    assert m.run() == []
+    assert [(e.line, e.kind, len(e.scopes)) for e in m.functions["bump"].events] == EXPECTED

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter, analyze_project
+from txnsafety_lint.analysis import RULES, ModuleAnalyzer, Prefilter, analyze_project
 from txnsafety_lint.project.callers import quiet_functions
 from txnsafety_lint.facts.config import Config
 from txnsafety_lint.flake8_plugin import Plugin
@@ -54,7 +54,7 @@ def analyse(source: str) -> None:
         RUNS["not Python"] += 1
         return
     RUNS["analysed"] += 1
-    findings = ModuleAnalyzer(source, tree, CFG, "fuzz.py", PREFILTER).run()
+    findings = ModuleAnalyzer(source, tree, CFG, "fuzz.py", PREFILTER, RULES).run()
     for f in findings:
         assert f.line >= 1 and f.message.startswith(f.code)
 

@@ -15,7 +15,7 @@ import textwrap
 
 import django
 
-from txnsafety_lint.analysis import ModuleAnalyzer, Prefilter
+from txnsafety_lint.analysis import RULES, ModuleAnalyzer, Prefilter
 from txnsafety_lint.facts.config import Config
 from txnsafety_lint.facts.tree_nodes import tree_nodes
 
@@ -84,7 +84,7 @@ VIEW = textwrap.dedent("""\
 def _walked(source: str) -> set[str]:
     """Names of the functions of ``source`` the analysis walked with libcst."""
     cfg = Config()
-    m = ModuleAnalyzer(source, ast.parse(source), cfg, "views.py", Prefilter(cfg))
+    m = ModuleAnalyzer(source, ast.parse(source), cfg, "views.py", Prefilter(cfg), RULES)
     findings = m.run()
     assert sorted(f.code for f in findings) == ["TXN102", "TXN106"]   # the device's counter too
     return {fnode.name for fnode, _cls in m.info.functions if m.analyzed.get(id(fnode)) is not None}

@@ -30,8 +30,8 @@ try:
     from .analysis import Prefilter
     from .project.index import IndexStats
     from .runner import ProjectRun, analyze_one, from_project, project_scope
-    from .selection.settings import (ConfigError, Settings, apply_mapping, find_flake8_config, flake8_txn_options,
-                           load_settings)
+    from .selection.settings import (ConfigError, Settings, apply_mapping, find_flake8_config,
+                                     flake8_txn_options, load_settings)
     MISSING: Optional[str] = None
 except ImportError as _exc:  # ModuleNotFoundError of a lint dependency
     MISSING = _exc.name or str(_exc)

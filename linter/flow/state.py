@@ -24,6 +24,7 @@ from ..facts.query_selection import Selection
 from .events import Checked, Event, Mutated, ProtectionEntered, ProtectionLeft
 from .records import CallSite, Deferred, HelperChecks, PendingClaim, Returned, Settle, _Positions
 
+
 class FunctionState:
     """One function as the walk has seen it so far (see the module's docstring)."""
 

@@ -33,9 +33,9 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from .config import settings
 from .context import RequestScope, Transaction, current_state
-from .judgement import Judgement, Locate, cannot_stomp, model_name, single_writer
+from .judgement import Judgement, Locate, cannot_stomp, single_writer
 from .policies import STRICT_DEFAULT, Policy, cached_policy, policy_of
-from .report import StompingError
+from .report import StompingError, model_name
 from .sites import sites_wanted, user_site, wants_site
 from .stamps import (CURRENT, DeferredReads, ReadStamp, _deferred, add_deferred_reads, entry_of, forget,
                      read_stamp, record_read, record_stale_lock, remove_deferred_reads, restamp, stamp,

@@ -39,15 +39,11 @@ import random
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
 from ..context import Priority
-from .backend import AcquireRequest, Backend, Grant
+from .backend import AcquireRequest, Backend, Grant, HeldLock
 from .errors import BackendUnavailable, LockTimeout
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lease import Lease
 
 log = logging.getLogger("txnsafety.locks")
 
@@ -297,7 +293,7 @@ class MemcachedBackend(Backend):
             return None
         return _flag(head, b"c") or b"0", data
 
-    def release(self, lease: "Lease") -> bool:
+    def release(self, lease: HeldLock) -> bool:
         """One round trip: delete only if the item still has the CAS our add (or extend) got."""
         mkey = self.safe_key(lease.backend_key)
         try:
@@ -322,7 +318,7 @@ class MemcachedBackend(Backend):
         except (OSError, ProtocolError, ValueError) as exc:
             raise self._fail(lease.key, exc) from exc
 
-    def extend(self, lease: "Lease", seconds: float) -> bool:
+    def extend(self, lease: HeldLock, seconds: float) -> bool:
         """Compare-and-swap the same value with a new TTL; remembers the new CAS."""
         mkey = self.safe_key(lease.backend_key)
         try:
@@ -351,7 +347,7 @@ class MemcachedBackend(Backend):
         except (OSError, ProtocolError, ValueError) as exc:
             raise self._fail(lease.key, exc) from exc
 
-    def is_held(self, lease: "Lease") -> bool:
+    def is_held(self, lease: HeldLock) -> bool:
         try:
             return self._owned(self._conn(), self.safe_key(lease.backend_key), lease.token) is not None
         except (OSError, ProtocolError, ValueError) as exc:

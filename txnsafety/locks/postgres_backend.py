@@ -43,22 +43,19 @@ import select
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Generator
+from typing import Any, Generator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
 
 from ..context import Priority
-from .backend import AcquireRequest, Backend, Grant
+from .backend import AcquireRequest, Backend, Grant, HeldLock
 from .errors import BackendUnavailable, LockTimeout
 from .postgres_async import AsyncPostgres
 from .postgres_sql import (_MAX_IDLE, _OURS, _SETUP_KEY, Step, _channel, _connect_timeout, _Flag, _session_gone,
                            _split, key_hash)
 from .watchdog import WATCHDOG
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lease import Lease
 
 __all__ = ["PostgresBackend", "key_hash"]
 
@@ -341,12 +338,12 @@ class PostgresBackend(AsyncPostgres, Backend):
         "CASE WHEN pg_try_advisory_lock(%s) THEN pg_advisory_unlock(%s) "
         "ELSE pg_notify(%s, '') IS NULL END")
 
-    def _release_params(self, lease: "Lease") -> tuple[Any, ...]:
+    def _release_params(self, lease: HeldLock) -> tuple[Any, ...]:
         k = key_hash(lease.backend_key)
         batch_marker = key_hash("txnsafety:batch:" + lease.backend_key)
         return (k, batch_marker, batch_marker, _channel(k))
 
-    def release(self, lease: "Lease") -> bool:
+    def release(self, lease: HeldLock) -> bool:
         conn = lease.handle
         if not isinstance(conn, psycopg.Connection):
             if conn is not None:  # an async lease released from sync code (scope cleanup)
@@ -382,7 +379,7 @@ class PostgresBackend(AsyncPostgres, Backend):
                 f"locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND classid = %s "
                 f"AND objid = %s AND objsubid = 1")
 
-    def extend(self, lease: "Lease", seconds: float) -> bool:
+    def extend(self, lease: HeldLock, seconds: float) -> bool:
         conn = lease.handle
         if not isinstance(conn, psycopg.Connection):
             return False
@@ -394,7 +391,7 @@ class PostgresBackend(AsyncPostgres, Backend):
         except psycopg.Error:
             return False
 
-    def is_held(self, lease: "Lease") -> bool:
+    def is_held(self, lease: HeldLock) -> bool:
         conn = lease.handle
         if not isinstance(conn, psycopg.Connection):
             return False
@@ -405,7 +402,7 @@ class PostgresBackend(AsyncPostgres, Backend):
         except psycopg.Error:
             return False
 
-    def lost_locally(self, lease: "Lease") -> bool:
+    def lost_locally(self, lease: HeldLock) -> bool:
         """Has the session holding ``lease`` ended?  No round trip: a look at its socket.
 
         A lock-holding session is idle, so nothing should arrive on its socket.
@@ -448,7 +445,7 @@ class PostgresBackend(AsyncPostgres, Backend):
         finally:
             self._put(conn)
 
-    def abandon(self, lease: "Lease") -> None:
+    def abandon(self, lease: HeldLock) -> None:
         """Drop the session that holds the lock: the server releases it."""
         conn, lease.handle = lease.handle, None
         if conn is None:

@@ -53,8 +53,8 @@ from ..context import Priority
 from .backend import AcquireRequest, Backend, Grant, HeldLock
 from .errors import BackendUnavailable, LockTimeout
 from .postgres_async import AsyncPostgres
-from .postgres_sql import (_MAX_IDLE, _OURS, _SETUP_KEY, Step, _channel, _connect_timeout, _Flag, _session_gone,
-                           _split, key_hash)
+from .postgres_sql import (_MAX_IDLE, _OURS, _SETUP_KEY, SCOPES, ScopeSql, Step, _channel, _connect_timeout, _Flag,
+                           _session_gone, _split, key_hash)
 from .watchdog import WATCHDOG
 
 __all__ = ["PostgresBackend", "key_hash"]
@@ -151,39 +151,48 @@ class PostgresBackend(AsyncPostgres, Backend):
 
     # -- the acquisition protocol, shared by sync and async drivers ---------------------
     def _steps(self, req: AcquireRequest) -> Step:
-        """Yields (sql, params), receives the first row; returns the Grant."""
+        """Yields (sql, params), receives the first row; returns the Grant.
+
+        One try first (most locks are free); a lock that is taken is then waited for
+        by :meth:`_batch_steps` (a session-scope batch acquirer) or :meth:`_queued_steps`.
+        """
+        sql = SCOPES[self.scope]
         k = key_hash(req.backend_key)
         marker = key_hash("txnsafety:interactive:" + req.backend_key)
         lease_ms = str(max(int(req.lease_seconds * 1000), 1))
-        idle_guc = ("idle_session_timeout" if self.scope == "session"
-                    else "idle_in_transaction_session_timeout")
-        xact = self.scope == "transaction"
-        lock_fn = "pg_advisory_xact_lock" if xact else "pg_advisory_lock"
-        try_fn = "pg_try_advisory_xact_lock" if xact else "pg_try_advisory_lock"
-        local = "true" if xact else "false"
         t0 = start = time.monotonic()
-        if xact:
+        if sql.xact:
             yield "BEGIN", ()
         row = yield (
-            f"SELECT f, set_config(%s, CASE WHEN f IS NULL THEN '0' ELSE %s END, {local}) FROM "
-            f"(SELECT CASE WHEN {try_fn}(%s) THEN nextval(%s) END AS f, "
-            f"set_config('application_name', %s, {local})) s",
-            (idle_guc, lease_ms, k, self.sequence, req.owner[:63]))
+            f"SELECT f, set_config(%s, CASE WHEN f IS NULL THEN '0' ELSE %s END, {sql.local}) FROM "
+            f"(SELECT CASE WHEN {sql.try_fn}(%s) THEN nextval(%s) END AS f, "
+            f"set_config('application_name', %s, {sql.local})) s",
+            (sql.idle_guc, lease_ms, k, self.sequence, req.owner[:63]))
         if row[0] is not None:
             return Grant(int(row[0]), start=start)
         waited_on = yield "HOLDER", (k,)
         if req.wait_timeout <= 0:
             raise LockTimeout(req.key, 0.0, waited_on)
         until = t0 + req.wait_timeout
+        if req.priority is Priority.BATCH and not sql.xact:
+            return (yield from self._batch_steps(req, k, marker, lease_ms, t0, until, waited_on))
+        return (yield from self._queued_steps(req, sql, k, marker, lease_ms, t0, until, waited_on))
+
+    def _queued_steps(self, req: AcquireRequest, sql: ScopeSql, k: int, marker: int, lease_ms: str, t0: float,
+                      until: float, waited_on: str | None) -> Step:
+        """Wait in PostgreSQL's own queue for the lock, bounded by ``lock_timeout``.
+
+        An interactive waiter registers on the marker (shared) while it waits; a
+        transaction-scope batch acquirer first waits until no interactive one is.
+        The marker is a *session-level* lock even in transaction scope, always
+        released inside the transaction (also on timeout, via the savepoint), so it
+        never outlives it: still correct behind transaction pooling.
+        """
+        xact, local = sql.xact, sql.local
 
         def timeout_ms() -> str:
             return str(max(int((until - time.monotonic()) * 1000), 1))
 
-        if req.priority is Priority.BATCH and not xact:
-            return (yield from self._batch_steps(req, k, marker, lease_ms, t0, until, waited_on))
-        # The marker is a *session-level* lock even in transaction scope, always
-        # released inside the transaction (also on timeout, via the savepoint), so it
-        # never outlives it: still correct behind transaction pooling.
         try:
             if xact:
                 yield "SAVEPOINT txnsafety_wait", ()
@@ -202,8 +211,8 @@ class PostgresBackend(AsyncPostgres, Backend):
             unmark = ", pg_advisory_unlock_shared(%s)" if req.priority is Priority.INTERACTIVE else ""
             row = yield (f"SELECT nextval(%s), set_config(%s, %s, {local}), "
                          f"set_config('lock_timeout', '0', {local}){unmark} "
-                         f"FROM (SELECT {lock_fn}(%s)) AS locked",
-                         (self.sequence, idle_guc, lease_ms,
+                         f"FROM (SELECT {sql.lock_fn}(%s)) AS locked",
+                         (self.sequence, sql.idle_guc, lease_ms,
                           *((marker,) if unmark else ()), k))
             if xact:
                 yield "RELEASE SAVEPOINT txnsafety_wait", ()

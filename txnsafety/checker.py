@@ -33,10 +33,10 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from .config import settings
 from .context import RequestScope, Transaction, current_state
-from .judgement import Judgement, Locate, cannot_stomp, model_name, single_writer
+from .judgement import Judgement, Locate, cannot_stomp, single_writer
 from .policies import STRICT_DEFAULT, Policy, cached_policy, policy_of
-from .report import StompingError
-from .sites import sites_wanted, user_site, wants_site
+from .report import StompingError, model_name
+from .sites import Site, sites_wanted, user_site, wants_site
 from .stamps import (CURRENT, DeferredReads, ReadStamp, _deferred, add_deferred_reads, entry_of, forget,
                      read_stamp, record_read, record_stale_lock, remove_deferred_reads, restamp, stamp,
                      stamp_in, stamp_statement)
@@ -176,13 +176,22 @@ def write(scope: RequestScope, entity: Any, *, model: type, policy: Policy, key:
         site = Judgement(entity, scope, cls, key, policy, stamp_in(scope, entity), transaction, created,
                          history, frame if frame is not None else sys._getframe(depth), locate,
                          written if sent is _MISSING else sent).judge(written, versioned)
-    # Keep the latest write of each object of a row, ``(tick, field ticks, site, entity)``, in
-    # write order, so a later write scans only the writes made after its own read (see
-    # judgement.erased_write).  ``field ticks`` says when each field was last written by this object
-    # (key None: the whole row), so a field written before another object's read does not
-    # count as erased by that object because a later write of this one changed another
-    # field.  ``site`` is what a later TXN103 names as "the other write"; the entity is held
-    # so that its id, the key, names no other object while the request lasts.
+    _remember_write(scope, history_key, history, me, entity, written, site)
+
+
+def _remember_write(scope: RequestScope, history_key: tuple[Any, Any], history: dict[int, tuple[Any, ...]] | None,
+                    me: int, entity: Any, written: frozenset[str] | None, site: Site | None) -> None:
+    """Keep the latest write of each object of a row, ``(tick, field ticks, site, entity)``, in
+    write order, so a later write scans only the writes made after its own read (see
+    judgement.erased_write).
+
+    ``field ticks`` says when each field was last written by this object (key None: the
+    whole row), so a field written before another object's read does not count as erased
+    by that object because a later write of this one changed another field.  ``site`` is
+    what a later TXN103 names as "the other write"; the entity is held so that its id,
+    the key, names no other object while the request lasts.  ``history`` is the row's
+    writes so far (None: none yet, kept under ``history_key`` from now on).
+    """
     now = scope.last = next(scope._clock)
     if history is None:
         history = scope.writes[history_key] = {}

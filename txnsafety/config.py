@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from .context import Priority
+from .file_verdicts import forget_file_verdicts
 
 log = logging.getLogger("txnsafety")
 
@@ -294,8 +295,7 @@ def configure(
         settings.allow = allow
     if library_paths is not None:
         settings.library_paths = tuple(library_paths)
-        from .sites import forget_file_verdicts  # cached per file: classify again
-        forget_file_verdicts()
+        forget_file_verdicts()  # cached per file: classify again
     if priority_rule is not None:
         settings.priority_rule = priority_rule
     if batch_paths is not None:

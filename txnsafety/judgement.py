@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from .codes import Code
 from .context import RequestScope, Transaction, find_lease, held_leases
 from .policies import Policy, Protection
-from .report import Violation, report
+from .report import Violation, model_name, report
 from .sites import Site, site_from, sites_wanted, user_trace, wants_site
 
 if TYPE_CHECKING:
@@ -28,19 +28,6 @@ _NOTHING, _FORBIDDEN = Protection.NOTHING, Protection.FORBIDDEN
 
 #: An integration's site finder: ``(frame, entity) -> (write site, framework-internal)``.
 Locate = Callable[[Any, Any], "tuple[Site | None, bool]"]
-
-
-_model_names: dict[type, str] = {}
-
-
-def model_name(model: type) -> str:
-    """``module.QualName`` (Django models: ``app_label.Model``); cached per class."""
-    name = _model_names.get(model)
-    if name is None:
-        label = getattr(getattr(model, "_meta", None), "label", None)
-        name = label if isinstance(label, str) else f"{model.__module__}.{model.__qualname__}"
-        _model_names[model] = name
-    return name
 
 
 # -- single writer --------------------------------------------------------------

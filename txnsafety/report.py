@@ -79,6 +79,24 @@ class Violation:
         return "\n".join(lines)
 
 
+_model_names: dict[type, str] = {}
+
+
+def model_name(model: type) -> str:
+    """``module.QualName`` (Django models: ``app_label.Model``); cached per class.
+
+    The name a :class:`Violation` gives its model.  It lives with the violation so that
+    both the reads that report (:mod:`txnsafety.stamps`, TXN108) and the judgement of
+    writes (:mod:`txnsafety.judgement`) name models alike without importing each other.
+    """
+    name = _model_names.get(model)
+    if name is None:
+        label = getattr(getattr(model, "_meta", None), "label", None)
+        name = label if isinstance(label, str) else f"{model.__module__}.{model.__qualname__}"
+        _model_names[model] = name
+    return name
+
+
 class StompingError(Exception):
     """Raised at the write in ``raise`` mode (the default under pytest)."""
 

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import Any, Iterator, NamedTuple
 
 from .config import settings
+from .file_verdicts import forget_file_verdicts, verdicts as _verdicts
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,7 +39,6 @@ def _library_roots() -> tuple[str, ...]:
 
 
 _ROOTS = _library_roots()
-_verdicts: dict[str, bool] = {}
 
 
 def is_library_file(filename: str, module_globals: dict | None = None) -> bool:
@@ -84,11 +84,6 @@ def register_boundaries(boundaries: tuple[str, ...], data_layer: tuple[str, ...]
     _boundaries = tuple(sorted(set(_boundaries) | set(boundaries)))
     _data_layer = tuple(sorted(set(_data_layer) | set(data_layer)))
     forget_file_verdicts()
-
-
-def forget_file_verdicts() -> None:
-    """Drop cached verdicts (after ``configure(library_paths=...)``)."""
-    _verdicts.clear()
 
 
 class Site(NamedTuple):

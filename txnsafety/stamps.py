@@ -17,9 +17,8 @@ from typing import Any, NamedTuple, Protocol, Sequence
 from .codes import Code
 from .config import settings
 from .context import LeaseLike, RequestScope, Transaction, current_scope, current_state
-from .judgement import model_name
 from .policies import cached_policy, policy_of
-from .report import StompingError, Violation, report
+from .report import StompingError, Violation, model_name, report
 from .sites import Site, sites_wanted, user_site, wants_site
 
 log = logging.getLogger("txnsafety")

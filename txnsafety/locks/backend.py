@@ -17,13 +17,10 @@ import logging
 import threading
 from types import SimpleNamespace
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit
 
 from ..context import Priority
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lease import Lease
 
 log = logging.getLogger("txnsafety.locks")
 _givers_mutex = threading.Lock()
@@ -57,6 +54,22 @@ class Grant:
     handle: Any = None
 
 
+class HeldLock(Protocol):
+    """What a backend reads from a held lock to release, extend or check it.
+
+    A :class:`~txnsafety.locks.lease.Lease` is one; so is the stand-in a failed async
+    acquire builds for a grant that never became a lease (:meth:`_Handoff._orphan`).
+    The contract is written here, not as ``Lease``, so that backends depend on what
+    they use and the lease (which calls its backend) is the one that imports the other.
+    """
+
+    key: str          # the user's key, for messages
+    backend_key: str  # namespaced key ("user:42")
+    token: str        # compared on every release and extend: only the holder's token works
+    fence: int
+    handle: Any       # backend-private state (the PostgreSQL connection); a backend may clear it
+
+
 class Backend:
     """Base class; see the module docstring for the contract."""
 
@@ -78,22 +91,22 @@ class Backend:
         """Acquire or raise LockTimeout / BackendUnavailable."""
         raise NotImplementedError
 
-    def release(self, lease: "Lease") -> bool:
+    def release(self, lease: HeldLock) -> bool:
         """Compare-and-delete.  True if ``lease`` still held the lock."""
         raise NotImplementedError
 
-    def extend(self, lease: "Lease", seconds: float) -> bool:
+    def extend(self, lease: HeldLock, seconds: float) -> bool:
         """Compare-and-extend.  True if ``lease`` still held the lock."""
         raise NotImplementedError
 
-    def is_held(self, lease: "Lease") -> bool:
+    def is_held(self, lease: HeldLock) -> bool:
         raise NotImplementedError
 
     def holder(self, backend_key: str) -> str | None:
         """Owner description of the current holder, or None."""
         raise NotImplementedError
 
-    def lost_locally(self, lease: "Lease") -> bool:
+    def lost_locally(self, lease: HeldLock) -> bool:
         """True when the client alone can tell the lock is gone (no network round trip).
 
         For backends whose lock lives and dies with a connection (PostgreSQL
@@ -119,7 +132,7 @@ class Backend:
         for giver in givers:
             giver.join(timeout)
 
-    def abandon(self, lease: "Lease") -> None:
+    def abandon(self, lease: HeldLock) -> None:
         """Forget a lease without a network call (used by cleanups that cannot block)."""
 
     def close(self) -> None:
@@ -160,13 +173,13 @@ class Backend:
             log.debug("txnsafety: gave back lock %r won after its async caller was gone (%s)",
                       orphan.key, "released" if released else "already ended")
 
-    async def arelease(self, lease: "Lease") -> bool:
+    async def arelease(self, lease: HeldLock) -> bool:
         return await asyncio.to_thread(self.release, lease)
 
-    async def aextend(self, lease: "Lease", seconds: float) -> bool:
+    async def aextend(self, lease: HeldLock, seconds: float) -> bool:
         return await asyncio.to_thread(self.extend, lease, seconds)
 
-    async def ais_held(self, lease: "Lease") -> bool:
+    async def ais_held(self, lease: HeldLock) -> bool:
         return await asyncio.to_thread(self.is_held, lease)
 
     def __repr__(self) -> str:

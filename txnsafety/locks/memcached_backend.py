@@ -39,15 +39,11 @@ import random
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
 from ..context import Priority
-from .backend import AcquireRequest, Backend, Grant
+from .backend import AcquireRequest, Backend, Grant, HeldLock
 from .errors import BackendUnavailable, LockTimeout
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lease import Lease
 
 log = logging.getLogger("txnsafety.locks")
 
@@ -164,98 +160,29 @@ class MemcachedBackend(Backend):
 
     # -- blocking -------------------------------------------------------------------------
     def acquire(self, req: AcquireRequest) -> Grant:
-        mkey = self.safe_key(req.backend_key)
-        fkey, ikey = mkey + ":f", mkey + ":i"
-        ttl = math.ceil(req.lease_seconds) + 1
-        batch = req.priority is Priority.BATCH
-        data = f"{req.token} {req.owner}".encode()
-        add = f"ms {mkey} {len(data)} T{ttl} ME c\r\n".encode() + data + b"\r\n"
-        t0 = time.monotonic()
-        until = t0 + req.wait_timeout
-        delay = 0.002
-        waited_on: str | None = None
-        registered = False     # counted in this process's waiter count
-        counted = False        # counted in the server's interactive-waiter counter
-        # True from sending the add until its outcome is settled: an exception raised
-        # meanwhile may leave the lock won in memcached by a call that reports failure
-        in_doubt = False
-        conn: _Conn | None = None
+        """Round trips (:meth:`_Acquisition.round_trip`) with backoff until the add wins or the wait ends."""
+        attempt = _Acquisition(self, req)
         try:
-            conn = self._conn()
+            attempt.conn = self._conn()
             while True:
-                # One round trip: the interactive-waiter counter (a batch acquirer
-                # reads it, a waiting interactive one keeps it alive), a fresh fence,
-                # and the atomic add that takes the lock.
-                if batch:
-                    marker = f"mg {ikey} v\r\n"
-                elif registered:
-                    # first time +1; afterwards +0, which only refreshes the TTL
-                    # (and re-creates it at 1 if it expired meanwhile)
-                    marker = f"ma {ikey} N{MARKER_TTL} J1 T{MARKER_TTL} D{0 if counted else 1} v\r\n"
-                    counted = True
-                else:
-                    marker = ""
-                start = time.monotonic()
-                in_doubt = True
-                conn.send(marker.encode() + f"ma {fkey} N0 J{time.time_ns() // 1000} v\r\n".encode() + add)
-                interactive_waiting = False
-                if marker:
-                    _, mdata = conn.value()
-                    interactive_waiting = batch and mdata is not None and int(mdata or b"0") > 0
-                _, fence_raw = conn.value()
-                head = conn.line()
-                if fence_raw is None:
-                    raise ProtocolError("fence counter not returned")
-                if head[0] == b"HD":
-                    cas = int(_flag(head, b"c") or b"0")
-                    if not interactive_waiting:
-                        grant = Grant(int(fence_raw), start=start, waited=start - t0, waited_on=waited_on,
-                                      handle=(cas, data))
-                        in_doubt = False
-                        return grant
-                    # an interactive waiter is queued: a batch acquirer steps back
-                    conn.send(f"md {mkey} C{cas}\r\n".encode())
-                    conn.line()
-                in_doubt = False
-                if waited_on is None:
-                    _, current = self._get(conn, mkey)
-                    if current is not None:
-                        waited_on = self._parse(current)[1]
+                grant = attempt.round_trip()
+                if grant is not None:
+                    return grant
+                attempt.note_first_holder()
                 now = time.monotonic()
-                if now >= until:
-                    head, current = self._get(conn, mkey)
-                    holder = self._parse(current)[1] if current is not None else None
-                    left = float(_flag(head, b"t") or b"-1") if current is not None else None
-                    raise LockTimeout(req.key, req.wait_timeout, holder, left)
-                if not registered:
-                    registered = True
+                if now >= attempt.until:
+                    raise attempt.timed_out()
+                if not attempt.registered:
+                    attempt.registered = True
                     self._count(req.backend_key, +1)
-                    if not batch:
+                    if not attempt.batch:
                         continue  # register as an interactive waiter right away
-                time.sleep(min(delay * (0.5 + random.random()), until - now))
-                delay = min(delay * 2, self.max_backoff)
+                attempt.back_off(now)
         except (OSError, ProtocolError, ValueError) as exc:
-            counted = False
+            attempt.counted = False
             raise self._fail(req.key, exc) from exc
         finally:
-            if registered:
-                self._count(req.backend_key, -1)
-            if in_doubt:
-                # Raising with the add's outcome unsettled: give back what we may have
-                # won, from a thread of its own -- against a stalled server that costs
-                # another socket timeout, which the caller must not wait out.
-                self._drop()  # the failed connection may still carry unread replies
-                self._give_back_later(self._abandon, mkey, data)
-            elif counted and conn is not None:
-                # Bookkeeping only (the counter forgets us after MARKER_TTL anyway): no
-                # failure here may replace the call's outcome, above all a won lock's Grant.
-                try:
-                    conn.send(f"ma {ikey} MD v\r\n".encode())
-                    conn.value()
-                except Exception as exc:
-                    log.warning("txnsafety: memcached %s: could not uncount an interactive waiter of "
-                                "lock %r: %r", self.name, req.key, exc)
-                    self._drop()
+            attempt.settle()
 
     def _abandon(self, mkey: str, data: bytes) -> None:
         """Best-effort delete of the lock item a failing ``acquire`` may have added.
@@ -297,7 +224,7 @@ class MemcachedBackend(Backend):
             return None
         return _flag(head, b"c") or b"0", data
 
-    def release(self, lease: "Lease") -> bool:
+    def release(self, lease: HeldLock) -> bool:
         """One round trip: delete only if the item still has the CAS our add (or extend) got."""
         mkey = self.safe_key(lease.backend_key)
         try:
@@ -322,7 +249,7 @@ class MemcachedBackend(Backend):
         except (OSError, ProtocolError, ValueError) as exc:
             raise self._fail(lease.key, exc) from exc
 
-    def extend(self, lease: "Lease", seconds: float) -> bool:
+    def extend(self, lease: HeldLock, seconds: float) -> bool:
         """Compare-and-swap the same value with a new TTL; remembers the new CAS."""
         mkey = self.safe_key(lease.backend_key)
         try:
@@ -351,7 +278,7 @@ class MemcachedBackend(Backend):
         except (OSError, ProtocolError, ValueError) as exc:
             raise self._fail(lease.key, exc) from exc
 
-    def is_held(self, lease: "Lease") -> bool:
+    def is_held(self, lease: HeldLock) -> bool:
         try:
             return self._owned(self._conn(), self.safe_key(lease.backend_key), lease.token) is not None
         except (OSError, ProtocolError, ValueError) as exc:
@@ -367,3 +294,125 @@ class MemcachedBackend(Backend):
         for conn in conns:
             conn.close()
         self._local = threading.local()
+
+
+class _Acquisition:
+    """One call of :meth:`MemcachedBackend.acquire`: what it sends, and what it must undo.
+
+    Why an object: the call's bookkeeping (counted as a waiter in this process and on
+    the server, an add whose outcome is not settled yet) decides what the cleanup gives
+    back, whichever step raised; the steps share it here instead of in one long loop.
+    """
+
+    __slots__ = ("backend", "req", "mkey", "fkey", "ikey", "batch", "data", "add", "t0", "until", "delay",
+                 "waited_on", "registered", "counted", "in_doubt", "conn")
+
+    def __init__(self, backend: MemcachedBackend, req: AcquireRequest) -> None:
+        self.backend, self.req = backend, req
+        mkey = self.mkey = backend.safe_key(req.backend_key)
+        self.fkey, self.ikey = mkey + ":f", mkey + ":i"
+        ttl = math.ceil(req.lease_seconds) + 1
+        self.batch = req.priority is Priority.BATCH
+        data = self.data = f"{req.token} {req.owner}".encode()
+        self.add = f"ms {mkey} {len(data)} T{ttl} ME c\r\n".encode() + data + b"\r\n"
+        self.t0 = time.monotonic()
+        self.until = self.t0 + req.wait_timeout
+        self.delay = 0.002
+        self.waited_on: str | None = None
+        self.registered = False     # counted in this process's waiter count
+        self.counted = False        # counted in the server's interactive-waiter counter
+        # True from sending the add until its outcome is settled: an exception raised
+        # meanwhile may leave the lock won in memcached by a call that reports failure
+        self.in_doubt = False
+        self.conn: _Conn | None = None
+
+    def _marker(self) -> str:
+        """The interactive-waiter counter's command for this round trip ("" for none).
+
+        A batch acquirer reads the counter; a waiting interactive one keeps it alive.
+        """
+        if self.batch:
+            return f"mg {self.ikey} v\r\n"
+        if self.registered:
+            # first time +1; afterwards +0, which only refreshes the TTL
+            # (and re-creates it at 1 if it expired meanwhile)
+            marker = f"ma {self.ikey} N{MARKER_TTL} J1 T{MARKER_TTL} D{0 if self.counted else 1} v\r\n"
+            self.counted = True
+            return marker
+        return ""
+
+    def round_trip(self) -> Grant | None:
+        """One round trip: the waiter counter, a fresh fence, and the atomic add that takes the lock.
+
+        The grant when the add won (and, for a batch acquirer, no interactive waiter is
+        queued); else None, with a batch acquirer's won add deleted again (it steps back).
+        """
+        conn = self.conn
+        assert conn is not None
+        marker = self._marker()
+        start = time.monotonic()
+        self.in_doubt = True
+        conn.send(marker.encode() + f"ma {self.fkey} N0 J{time.time_ns() // 1000} v\r\n".encode() + self.add)
+        interactive_waiting = False
+        if marker:
+            _, mdata = conn.value()
+            interactive_waiting = self.batch and mdata is not None and int(mdata or b"0") > 0
+        _, fence_raw = conn.value()
+        head = conn.line()
+        if fence_raw is None:
+            raise ProtocolError("fence counter not returned")
+        if head[0] == b"HD":
+            cas = int(_flag(head, b"c") or b"0")
+            if not interactive_waiting:
+                grant = Grant(int(fence_raw), start=start, waited=start - self.t0, waited_on=self.waited_on,
+                              handle=(cas, self.data))
+                self.in_doubt = False
+                return grant
+            # an interactive waiter is queued: a batch acquirer steps back
+            conn.send(f"md {self.mkey} C{cas}\r\n".encode())
+            conn.line()
+        self.in_doubt = False
+        return None
+
+    def note_first_holder(self) -> None:
+        """Remember who held the lock when we first found it taken (for the contention log)."""
+        if self.waited_on is None:
+            assert self.conn is not None
+            _, current = self.backend._get(self.conn, self.mkey)
+            if current is not None:
+                self.waited_on = self.backend._parse(current)[1]
+
+    def timed_out(self) -> LockTimeout:
+        """The timeout error, naming the holder now and the time its lease has left."""
+        assert self.conn is not None
+        head, current = self.backend._get(self.conn, self.mkey)
+        holder = self.backend._parse(current)[1] if current is not None else None
+        left = float(_flag(head, b"t") or b"-1") if current is not None else None
+        return LockTimeout(self.req.key, self.req.wait_timeout, holder, left)
+
+    def back_off(self, now: float) -> None:
+        """Sleep a jittered, doubling delay (never past the deadline): memcached cannot notify."""
+        time.sleep(min(self.delay * (0.5 + random.random()), self.until - now))
+        self.delay = min(self.delay * 2, self.backend.max_backoff)
+
+    def settle(self) -> None:
+        """However the call ends: uncount the waiter, and give back an add left in doubt."""
+        backend = self.backend
+        if self.registered:
+            backend._count(self.req.backend_key, -1)
+        if self.in_doubt:
+            # Raising with the add's outcome unsettled: give back what we may have
+            # won, from a thread of its own -- against a stalled server that costs
+            # another socket timeout, which the caller must not wait out.
+            backend._drop()  # the failed connection may still carry unread replies
+            backend._give_back_later(backend._abandon, self.mkey, self.data)
+        elif self.counted and self.conn is not None:
+            # Bookkeeping only (the counter forgets us after MARKER_TTL anyway): no
+            # failure here may replace the call's outcome, above all a won lock's Grant.
+            try:
+                self.conn.send(f"ma {self.ikey} MD v\r\n".encode())
+                self.conn.value()
+            except Exception as exc:
+                log.warning("txnsafety: memcached %s: could not uncount an interactive waiter of "
+                            "lock %r: %r", backend.name, self.req.key, exc)
+                backend._drop()

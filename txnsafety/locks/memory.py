@@ -15,14 +15,11 @@ import itertools
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..context import Priority
-from .backend import AcquireRequest, Backend, Grant
+from .backend import AcquireRequest, Backend, Grant, HeldLock
 from .errors import LockTimeout
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lease import Lease
 
 
 class _Hold:
@@ -167,7 +164,7 @@ class MemoryBackend(Backend):
             raise err
         return self._sleep_for(k, until, now)
 
-    def release(self, lease: "Lease") -> bool:
+    def release(self, lease: HeldLock) -> bool:
         now = time.monotonic()
         with self._mutex:
             k = self._keys.get(lease.backend_key)
@@ -181,7 +178,7 @@ class MemoryBackend(Backend):
             self._forget_if_idle(lease.backend_key, k)
             return live
 
-    def extend(self, lease: "Lease", seconds: float) -> bool:
+    def extend(self, lease: HeldLock, seconds: float) -> bool:
         now = time.monotonic()
         with self._mutex:
             k = self._keys.get(lease.backend_key)
@@ -190,7 +187,7 @@ class MemoryBackend(Backend):
             k.hold.deadline = now + seconds
             return True
 
-    def is_held(self, lease: "Lease") -> bool:
+    def is_held(self, lease: HeldLock) -> bool:
         now = time.monotonic()
         with self._mutex:
             k = self._keys.get(lease.backend_key)
@@ -248,11 +245,11 @@ class MemoryBackend(Backend):
                 self._forget_if_idle(req.backend_key, k)
             raise
 
-    async def arelease(self, lease: "Lease") -> bool:
+    async def arelease(self, lease: HeldLock) -> bool:
         return self.release(lease)
 
-    async def aextend(self, lease: "Lease", seconds: float) -> bool:
+    async def aextend(self, lease: HeldLock, seconds: float) -> bool:
         return self.extend(lease, seconds)
 
-    async def ais_held(self, lease: "Lease") -> bool:
+    async def ais_held(self, lease: HeldLock) -> bool:
         return self.is_held(lease)

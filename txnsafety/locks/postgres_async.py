@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
 
-from .backend import AcquireRequest, Grant
+from .backend import AcquireRequest, Grant, HeldLock
 from .errors import BackendUnavailable, LockTimeout
 from .postgres_sql import _MAX_IDLE, _connect_timeout, _Flag, _readable, _session_gone, _split, key_hash
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lease import Lease
 
 
 class AsyncPostgres:
@@ -135,7 +132,7 @@ class AsyncPostgres:
         except psycopg.Error:
             await conn.close()
 
-    async def arelease(self, lease: "Lease") -> bool:
+    async def arelease(self, lease: HeldLock) -> bool:
         conn = lease.handle
         if isinstance(conn, psycopg.Connection):
             return self.release(lease)
@@ -159,7 +156,7 @@ class AsyncPostgres:
         await self._aput(conn)
         return ok
 
-    async def aextend(self, lease: "Lease", seconds: float) -> bool:
+    async def aextend(self, lease: HeldLock, seconds: float) -> bool:
         conn = lease.handle
         if isinstance(conn, psycopg.Connection):
             return self.extend(lease, seconds)
@@ -173,7 +170,7 @@ class AsyncPostgres:
         except psycopg.Error:
             return False
 
-    async def ais_held(self, lease: "Lease") -> bool:
+    async def ais_held(self, lease: HeldLock) -> bool:
         conn = lease.handle
         if isinstance(conn, psycopg.Connection):
             return self.is_held(lease)

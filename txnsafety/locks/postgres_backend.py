@@ -43,22 +43,19 @@ import select
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Generator
+from typing import Any, Generator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
 
 from ..context import Priority
-from .backend import AcquireRequest, Backend, Grant
+from .backend import AcquireRequest, Backend, Grant, HeldLock
 from .errors import BackendUnavailable, LockTimeout
 from .postgres_async import AsyncPostgres
-from .postgres_sql import (_MAX_IDLE, _OURS, _SETUP_KEY, Step, _channel, _connect_timeout, _Flag, _session_gone,
-                           _split, key_hash)
+from .postgres_sql import (_MAX_IDLE, _OURS, _SETUP_KEY, SCOPES, ScopeSql, Step, _channel, _connect_timeout, _Flag,
+                           _session_gone, _split, key_hash)
 from .watchdog import WATCHDOG
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lease import Lease
 
 __all__ = ["PostgresBackend", "key_hash"]
 
@@ -154,39 +151,48 @@ class PostgresBackend(AsyncPostgres, Backend):
 
     # -- the acquisition protocol, shared by sync and async drivers ---------------------
     def _steps(self, req: AcquireRequest) -> Step:
-        """Yields (sql, params), receives the first row; returns the Grant."""
+        """Yields (sql, params), receives the first row; returns the Grant.
+
+        One try first (most locks are free); a lock that is taken is then waited for
+        by :meth:`_batch_steps` (a session-scope batch acquirer) or :meth:`_queued_steps`.
+        """
+        sql = SCOPES[self.scope]
         k = key_hash(req.backend_key)
         marker = key_hash("txnsafety:interactive:" + req.backend_key)
         lease_ms = str(max(int(req.lease_seconds * 1000), 1))
-        idle_guc = ("idle_session_timeout" if self.scope == "session"
-                    else "idle_in_transaction_session_timeout")
-        xact = self.scope == "transaction"
-        lock_fn = "pg_advisory_xact_lock" if xact else "pg_advisory_lock"
-        try_fn = "pg_try_advisory_xact_lock" if xact else "pg_try_advisory_lock"
-        local = "true" if xact else "false"
         t0 = start = time.monotonic()
-        if xact:
+        if sql.xact:
             yield "BEGIN", ()
         row = yield (
-            f"SELECT f, set_config(%s, CASE WHEN f IS NULL THEN '0' ELSE %s END, {local}) FROM "
-            f"(SELECT CASE WHEN {try_fn}(%s) THEN nextval(%s) END AS f, "
-            f"set_config('application_name', %s, {local})) s",
-            (idle_guc, lease_ms, k, self.sequence, req.owner[:63]))
+            f"SELECT f, set_config(%s, CASE WHEN f IS NULL THEN '0' ELSE %s END, {sql.local}) FROM "
+            f"(SELECT CASE WHEN {sql.try_fn}(%s) THEN nextval(%s) END AS f, "
+            f"set_config('application_name', %s, {sql.local})) s",
+            (sql.idle_guc, lease_ms, k, self.sequence, req.owner[:63]))
         if row[0] is not None:
             return Grant(int(row[0]), start=start)
         waited_on = yield "HOLDER", (k,)
         if req.wait_timeout <= 0:
             raise LockTimeout(req.key, 0.0, waited_on)
         until = t0 + req.wait_timeout
+        if req.priority is Priority.BATCH and not sql.xact:
+            return (yield from self._batch_steps(req, k, marker, lease_ms, t0, until, waited_on))
+        return (yield from self._queued_steps(req, sql, k, marker, lease_ms, t0, until, waited_on))
+
+    def _queued_steps(self, req: AcquireRequest, sql: ScopeSql, k: int, marker: int, lease_ms: str, t0: float,
+                      until: float, waited_on: str | None) -> Step:
+        """Wait in PostgreSQL's own queue for the lock, bounded by ``lock_timeout``.
+
+        An interactive waiter registers on the marker (shared) while it waits; a
+        transaction-scope batch acquirer first waits until no interactive one is.
+        The marker is a *session-level* lock even in transaction scope, always
+        released inside the transaction (also on timeout, via the savepoint), so it
+        never outlives it: still correct behind transaction pooling.
+        """
+        xact, local = sql.xact, sql.local
 
         def timeout_ms() -> str:
             return str(max(int((until - time.monotonic()) * 1000), 1))
 
-        if req.priority is Priority.BATCH and not xact:
-            return (yield from self._batch_steps(req, k, marker, lease_ms, t0, until, waited_on))
-        # The marker is a *session-level* lock even in transaction scope, always
-        # released inside the transaction (also on timeout, via the savepoint), so it
-        # never outlives it: still correct behind transaction pooling.
         try:
             if xact:
                 yield "SAVEPOINT txnsafety_wait", ()
@@ -205,8 +211,8 @@ class PostgresBackend(AsyncPostgres, Backend):
             unmark = ", pg_advisory_unlock_shared(%s)" if req.priority is Priority.INTERACTIVE else ""
             row = yield (f"SELECT nextval(%s), set_config(%s, %s, {local}), "
                          f"set_config('lock_timeout', '0', {local}){unmark} "
-                         f"FROM (SELECT {lock_fn}(%s)) AS locked",
-                         (self.sequence, idle_guc, lease_ms,
+                         f"FROM (SELECT {sql.lock_fn}(%s)) AS locked",
+                         (self.sequence, sql.idle_guc, lease_ms,
                           *((marker,) if unmark else ()), k))
             if xact:
                 yield "RELEASE SAVEPOINT txnsafety_wait", ()
@@ -341,12 +347,12 @@ class PostgresBackend(AsyncPostgres, Backend):
         "CASE WHEN pg_try_advisory_lock(%s) THEN pg_advisory_unlock(%s) "
         "ELSE pg_notify(%s, '') IS NULL END")
 
-    def _release_params(self, lease: "Lease") -> tuple[Any, ...]:
+    def _release_params(self, lease: HeldLock) -> tuple[Any, ...]:
         k = key_hash(lease.backend_key)
         batch_marker = key_hash("txnsafety:batch:" + lease.backend_key)
         return (k, batch_marker, batch_marker, _channel(k))
 
-    def release(self, lease: "Lease") -> bool:
+    def release(self, lease: HeldLock) -> bool:
         conn = lease.handle
         if not isinstance(conn, psycopg.Connection):
             if conn is not None:  # an async lease released from sync code (scope cleanup)
@@ -382,7 +388,7 @@ class PostgresBackend(AsyncPostgres, Backend):
                 f"locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND classid = %s "
                 f"AND objid = %s AND objsubid = 1")
 
-    def extend(self, lease: "Lease", seconds: float) -> bool:
+    def extend(self, lease: HeldLock, seconds: float) -> bool:
         conn = lease.handle
         if not isinstance(conn, psycopg.Connection):
             return False
@@ -394,7 +400,7 @@ class PostgresBackend(AsyncPostgres, Backend):
         except psycopg.Error:
             return False
 
-    def is_held(self, lease: "Lease") -> bool:
+    def is_held(self, lease: HeldLock) -> bool:
         conn = lease.handle
         if not isinstance(conn, psycopg.Connection):
             return False
@@ -405,7 +411,7 @@ class PostgresBackend(AsyncPostgres, Backend):
         except psycopg.Error:
             return False
 
-    def lost_locally(self, lease: "Lease") -> bool:
+    def lost_locally(self, lease: HeldLock) -> bool:
         """Has the session holding ``lease`` ended?  No round trip: a look at its socket.
 
         A lock-holding session is idle, so nothing should arrive on its socket.
@@ -448,7 +454,7 @@ class PostgresBackend(AsyncPostgres, Backend):
         finally:
             self._put(conn)
 
-    def abandon(self, lease: "Lease") -> None:
+    def abandon(self, lease: HeldLock) -> None:
         """Drop the session that holds the lock: the server releases it."""
         conn, lease.handle = lease.handle, None
         if conn is None:

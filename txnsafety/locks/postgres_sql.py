@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import math
 import select
+from dataclasses import dataclass
 from typing import Any, Generator
 
 import psycopg
@@ -22,6 +23,29 @@ _MAX_IDLE = 8
 _SETUP_KEY = -5799163012311828546
 
 Step = Generator[tuple[str, tuple[Any, ...]], Any, Grant]
+
+
+@dataclass(frozen=True)
+class ScopeSql:
+    """What the acquisition's SQL says differently in session and transaction scope."""
+
+    #: transaction scope: the lock lives in a transaction the acquisition opens
+    xact: bool
+    #: the idle timeout that ends a holder's session (or transaction): the lease
+    idle_guc: str
+    #: the blocking and the trying advisory-lock functions
+    lock_fn: str
+    try_fn: str
+    #: ``set_config``'s is_local argument: settings end with the transaction or the session
+    local: str
+
+
+#: the scope URL option's values and their SQL
+SCOPES = {
+    "session": ScopeSql(False, "idle_session_timeout", "pg_advisory_lock", "pg_try_advisory_lock", "false"),
+    "transaction": ScopeSql(True, "idle_in_transaction_session_timeout", "pg_advisory_xact_lock",
+                            "pg_try_advisory_xact_lock", "true"),
+}
 
 
 def key_hash(key: str) -> int:

@@ -25,7 +25,7 @@ import hashlib
 import logging
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
@@ -39,11 +39,8 @@ from ..context import Priority
 from . import redis_scripts as lua
 from . import redis_topology as topology
 from . import redis_wait
-from .backend import AcquireRequest, Backend, Grant
+from .backend import AcquireRequest, Backend, Grant, HeldLock
 from .errors import BackendUnavailable, LockTimeout
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lease import Lease
 
 _OURS = ("prefix", "recheck", "claim", "timeout", "sentinel_password")
 log = logging.getLogger("txnsafety.locks")
@@ -295,21 +292,21 @@ class RedisBackend(Backend):
             log.info("txnsafety: could not give back lock %r after a failed acquire "
                      "(it ends with its lease): %r", key, exc)
 
-    def release(self, lease: "Lease") -> bool:
+    def release(self, lease: HeldLock) -> bool:
         keys = self._wire(lease.backend_key)
         try:
             return self._run(self._s_release, keys, (lease.token.encode(),)) == 1
         except redis.RedisError as exc:
             raise self._unavailable(lease.key, exc) from exc
 
-    def extend(self, lease: "Lease", seconds: float) -> bool:
+    def extend(self, lease: HeldLock, seconds: float) -> bool:
         keys, _ = self.keys_for(lease.backend_key)
         try:
             return self._s_extend(keys=keys[:1], args=[lease.token, max(int(seconds * 1000), 1)]) == 1
         except redis.RedisError as exc:
             raise self._unavailable(lease.key, exc) from exc
 
-    def is_held(self, lease: "Lease") -> bool:
+    def is_held(self, lease: HeldLock) -> bool:
         keys, _ = self.keys_for(lease.backend_key)
         try:
             return _text(self.client.hget(keys[0], "token") or b"") == lease.token
@@ -379,7 +376,7 @@ class RedisBackend(Backend):
             self._give_back_later(self._give_back, req.key, keys, args)
             raise self._unavailable(req.key, exc) from exc
 
-    async def arelease(self, lease: "Lease") -> bool:
+    async def arelease(self, lease: HeldLock) -> bool:
         client, _, s_release, _, _ = self._aclient()
         keys = self._wire(lease.backend_key)
         before = _cancelling()
@@ -390,7 +387,7 @@ class RedisBackend(Backend):
         _resurface_cancel(before)
         return ok
 
-    async def aextend(self, lease: "Lease", seconds: float) -> bool:
+    async def aextend(self, lease: HeldLock, seconds: float) -> bool:
         _, _, _, s_extend, _ = self._aclient()
         keys, _ = self.keys_for(lease.backend_key)
         before = _cancelling()
@@ -401,7 +398,7 @@ class RedisBackend(Backend):
         _resurface_cancel(before)
         return ok
 
-    async def ais_held(self, lease: "Lease") -> bool:
+    async def ais_held(self, lease: HeldLock) -> bool:
         client = self._aclient()[0]
         keys, _ = self.keys_for(lease.backend_key)
         try:

@@ -18,9 +18,12 @@ A module's parent packages are not edges: Python runs ``pkg/__init__.py`` before
 ``pkg.mod``, but counting that would make every package whose ``__init__`` re-exports its
 parts circular, and the re-export is the public API.
 
-``PACKAGES`` is the list the checks run over (the linter joins it when issue 30's linter
-half lands); each entry is a directory under the repository root and the dotted name it
-imports as.
+``PACKAGES`` is the list the checks run over; each entry is a directory under the repository
+root and the dotted name it imports as.
+
+The linter is laid out as its pipeline (``docs/architecture.md``), and its stages import one
+way: :data:`LINTER_LAYERS` says which stages each may import, and an import against it fails
+with the importing module and what it imported.
 """
 from __future__ import annotations
 
@@ -34,7 +37,23 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 #: (directory under the repository, the name it imports as)
-PACKAGES: list[tuple[str, str]] = [("txnsafety", "txnsafety")]
+PACKAGES: list[tuple[str, str]] = [("txnsafety", "txnsafety"), ("linter", "txnsafety_lint")]
+
+#: the linter's stages and the stages each may import besides itself ("" is the entry points
+#: at the top, which may import anything); ``rules.registry`` is a leaf of data every stage
+#: may read (the codes and their defaults)
+LINTER_LAYERS: dict[str, frozenset[str]] = {
+    "selection": frozenset({"facts"}),
+    "facts": frozenset(),
+    "flow": frozenset({"facts"}),
+    "rules": frozenset({"flow", "facts"}),
+    "project": frozenset({"flow", "facts", "selection"}),
+    "report": frozenset({"facts", "selection"}),
+}
+#: modules any stage may import
+LINTER_LEAVES = frozenset({"txnsafety_lint.rules.registry"})
+#: what no rule may import: the walk's class (rules see the function's state and events)
+RULES_NEVER = frozenset({"txnsafety_lint.flow.walk"})
 
 #: the house limits (helper notes: no function over 60 lines, no module over ~500)
 MAX_FUNCTION_LINES = 60
@@ -217,6 +236,47 @@ def test_no_import_circle(folder: str, package: str) -> None:
     assert any(graph.values()), f"no imports found in {folder}/: a wrong folder or package name?"
     circles = import_circles(graph)
     assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+def layer_violations(graph: dict[str, set[str]], package: str, layers: dict[str, frozenset[str]],
+                     leaves: frozenset[str] = frozenset(), never: dict[str, frozenset[str]] | None = None) -> list[str]:
+    """``importer -> imported`` for every import from one stage into a stage it may not import."""
+    def stage(name: str) -> str:
+        parts = name.split(".")
+        return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in layers) else ""
+    problems = []
+    for importer, targets in sorted(graph.items()):
+        mine = stage(importer)
+        if not mine:
+            continue            # the entry points may import anything
+        for target in sorted(targets):
+            theirs = stage(target)
+            forbidden = (never or {}).get(mine, frozenset())
+            if target in forbidden or (target not in leaves and theirs != mine and theirs not in layers[mine]):
+                problems.append(f"{importer} -> {target}")
+    return problems
+
+
+def test_the_linter_stages_import_one_way() -> None:
+    graph = import_graph(REPO / "linter", "txnsafety_lint")
+    problems = layer_violations(graph, "txnsafety_lint", LINTER_LAYERS, LINTER_LEAVES, {"rules": RULES_NEVER})
+    assert not problems, "imports against the stages (docs/architecture.md):\n" + "\n".join(problems)
+
+
+def test_the_layer_check_names_an_import_up_the_pipeline(tmp_path: Path) -> None:
+    package = _write(tmp_path / "lint", {
+        "__init__.py": "",
+        "cli.py": "from .rules import judge\nfrom .flow import walk\n",
+        "facts/__init__.py": "", "facts/model.py": "",
+        "flow/__init__.py": "", "flow/walk.py": "from ..facts import model\nfrom ..rules import judge\n",
+        "flow/state.py": "",
+        "rules/__init__.py": "", "rules/judge.py": "from ..flow import state, walk\n",
+        "rules/registry.py": "",
+    })
+    layers = {"facts": frozenset(), "flow": frozenset({"facts"}), "rules": frozenset({"flow", "facts"})}
+    assert layer_violations(import_graph(package, "lint"), "lint", layers, frozenset(),
+                            {"rules": frozenset({"lint.flow.walk"})}) == [
+        "lint.flow.walk -> lint.rules.judge", "lint.rules.judge -> lint.flow.walk"]
 
 
 @pytest.mark.parametrize(("folder", "package"), PACKAGES)

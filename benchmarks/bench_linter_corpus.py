@@ -2,6 +2,7 @@
 
     python benchmarks/bench_linter_corpus.py                  # the working tree's linter
     python benchmarks/bench_linter_corpus.py --against 4b6eebc  # side by side with a revision
+    python benchmarks/bench_linter_corpus.py --half test        # the test half: once, at the end
 
 Downloads each pinned release once (cache: ``~/.cache/txnsafety-corpus``), runs
 ``txnsafety lint`` on it at default settings and prints, for each linter:

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_linter_corpus.py                  # the working tree's linter
     python benchmarks/bench_linter_corpus.py --against 4b6eebc  # side by side with a revision
+    python benchmarks/bench_linter_corpus.py --half test        # the test half: once, at the end
 
 Downloads each pinned release once (cache: ``~/.cache/txnsafety-corpus``), runs
 ``txnsafety lint`` on it at default settings and prints, for each linter:
@@ -12,7 +13,14 @@ Downloads each pinned release once (cache: ``~/.cache/txnsafety-corpus``), runs
   functions after the fix with any finding;
 * **precision** TP / (TP + FP) and the **noise share** on the precision corpus
   (``benchmarks/corpus/precision/``), every finding judged by hand; findings not yet
-  judged are listed (``--unjudged``) and count in neither.
+  judged are listed (``--unjudged``) and count in neither; **strict precision**
+  counts only the TPs not judged ``weak``.
+
+Both corpora are split once into a tune half and a test half (``corpus/halves.py``).
+The default scores the tune half only: work on the linter reads that half, and the
+test half is scored on purpose, at the end (``--half test``, or ``--half all``).
+Projects of a fresh round (``round`` in their ``[project]``) stand outside the split:
+their figures are printed per round, apart from the old (tuning) set's.
 
 See ``benchmarks/corpus/README.md`` for the formats and the rubric.
 """
@@ -25,10 +33,11 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from corpus.entries import CorpusError, Label, load_bugs, load_judged
+from corpus.entries import CorpusError, JudgedProject, Label, load_bugs, load_judged
+from corpus.halves import Half
 from corpus.linters import Finding, Linter, at_revision, working_tree
 from corpus.releases import Release, ReleaseError, python_lines, unpacked
-from corpus.score import BugResult, PrecisionResult, precision, score_bug, score_project
+from corpus.score import BugResult, Figures, PrecisionResult, precision, score_bug, score_project
 
 
 def _pct(value: Optional[float]) -> str:
@@ -66,9 +75,9 @@ class Runs:
         return findings_for
 
 
-def bug_table(linters: list[Linter], runs: Runs, bugs) -> dict[str, list[BugResult]]:
+def bug_table(linters: list[Linter], runs: Runs, bugs, half: str) -> dict[str, list[BugResult]]:
     results = {linter.label: [score_bug(bug, runs.of(linter)) for bug in bugs] for linter in linters}
-    print(f"\n== bug corpus: {len(bugs)} bugs from {len({b.project for b in bugs})} projects, "
+    print(f"\n== bug corpus, {_half_name(half)}: {len(bugs)} bugs from {len({b.project for b in bugs})} projects, "
           f"{sum(1 for b in bugs if b.fixed)} look-alikes")
     header = "".join(f"{linter.label:>14}" for linter in linters)
     print(f"{'bug':44}{'shape':22}{header}")
@@ -100,9 +109,37 @@ def bug_summary(linters: list[Linter], results: dict[str, list[BugResult]]) -> N
         print(f"      by shape: {shapes}")
 
 
-def precision_table(linters: list[Linter], runs: Runs, projects, show_unjudged: bool) -> None:
-    print(f"\n== precision corpus: {len(projects)} projects")
-    per: dict[str, list[PrecisionResult]] = {linter.label: [] for linter in linters}
+def _half_name(half: str) -> str:
+    return "both halves" if half == "all" else f"{half} half"
+
+
+def _figures_line(figures: Figures) -> str:
+    return (f"precision {_pct(figures.precision)}; strict precision {_pct(figures.strict_precision)}; "
+            f"noise share {_pct(figures.noise_share)}; {figures.findings} findings, "
+            f"{figures.unjudged} not yet judged")
+
+
+def _project_line(got: PrecisionResult, linter: Linter) -> str:
+    c, project = got.counts, got.project
+    where = f"round {project.round}" if project.round else f"{project.half.value} half"
+    return (f"  {project.release.label:34} {got.lines:>8} lines  {linter.label:>10}: {got.total:>4} findings "
+            f"TP {c[Label.TP]:>3} (weak {got.weak:>2}) FP {c[Label.FP]:>3} noise {c[Label.NOISE]:>3} "
+            f"unjudged {len(got.unjudged):>3}  [{where}]")
+
+
+def _groups(projects: list[JudgedProject], half: str) -> dict[str, list[JudgedProject]]:
+    """The old (tuning) set in the chosen half, then each fresh round, by name (empty ones left out)."""
+    old = [p for p in projects if not p.round]
+    groups = {f"old set, {_half_name(half)}": old} if old else {}
+    for project in sorted((p for p in projects if p.round), key=lambda p: p.round):
+        key = f"round {project.round} (judged before change at {project.judged_before_change})"
+        groups.setdefault(key, []).append(project)
+    return groups
+
+
+def precision_table(linters: list[Linter], runs: Runs, projects, show_unjudged: bool, half: str) -> None:
+    print(f"\n== precision corpus, {_half_name(half)} and fresh rounds: {len(projects)} projects")
+    per: dict[tuple[str, str], PrecisionResult] = {}
     for project in projects:
         if project.release in runs.problems:
             print(f"  {project.release.label}: {runs.problems[project.release]}")
@@ -110,21 +147,25 @@ def precision_table(linters: list[Linter], runs: Runs, projects, show_unjudged: 
         lines = python_lines(runs.roots[project.release])
         for linter in linters:
             got = score_project(project, lines, runs.findings[(linter.label, project.release)])
-            per[linter.label].append(got)
-            c = got.counts
-            print(f"  {project.release.label:34} {lines:>8} lines  {linter.label:>10}: {got.total:>4} findings "
-                  f"TP {c[Label.TP]:>3} FP {c[Label.FP]:>3} noise {c[Label.NOISE]:>3} "
-                  f"unjudged {len(got.unjudged):>3}")
-    total_lines = sum(r.lines for r in per[linters[0].label])
-    print(f"  {total_lines} lines of Python in all")
-    for linter in linters:
-        prec, noise, total, unjudged = precision(per[linter.label])
-        print(f"  {linter.label}: precision {_pct(prec)}; noise share {_pct(noise)}; "
-              f"{total} findings, {unjudged} not yet judged")
+            per[(linter.label, project.release.name)] = got
+            print(_project_line(got, linter))
+    for group, members in _groups(projects, half).items():
+        print(f"  {group}: {len(members)} projects")
+        for linter in linters:
+            results = [per[key] for key in ((linter.label, p.release.name) for p in members) if key in per]
+            print(f"    {linter.label}: {_figures_line(precision(results))}")
     if show_unjudged:
-        for got in per[linters[0].label]:
-            for f in got.unjudged:
-                print(f"    unjudged {got.project.release.name}: {f.path}:{f.line} {f.message[:160]}")
+        for (label, name), got in per.items():
+            for f in got.unjudged if label == linters[0].label else ():
+                print(f"    unjudged {name}: {f.path}:{f.line} {f.code} {f.message[:160]}")
+
+
+def in_half(bugs, projects, half: str):
+    """The bugs and the split projects of ``half`` ("all": both), and every fresh round's project."""
+    if half == "all":
+        return bugs, projects
+    return ([b for b in bugs if b.half is Half(half)],
+            [p for p in projects if p.half is None or p.half is Half(half)])
 
 
 def main(argv=None) -> int:
@@ -133,6 +174,9 @@ def main(argv=None) -> int:
     parser.add_argument("--only", choices=("bugs", "precision"), help="run one corpus")
     parser.add_argument("--project", action="append", default=[], help="only these PyPI names")
     parser.add_argument("--unjudged", action="store_true", help="list findings not yet judged")
+    parser.add_argument("--half", choices=("tune", "test", "all"), default="tune",
+                        help="which half of the corpora to score (default: tune; the test half is "
+                             "scored once, at the end)")
     args = parser.parse_args(argv)
     try:
         bugs = load_bugs() if args.only != "precision" else []
@@ -143,6 +187,7 @@ def main(argv=None) -> int:
     if args.project:
         bugs = [b for b in bugs if b.project in args.project]
         projects = [p for p in projects if p.release.name in args.project]
+    bugs, projects = in_half(bugs, projects, args.half)
     linters = [working_tree()] + ([at_revision(args.against)] if args.against else [])
     releases = {p.release for p in projects}
     for bug in bugs:
@@ -153,9 +198,9 @@ def main(argv=None) -> int:
           file=sys.stderr)
     runs = Runs(linters, releases)
     if bugs:
-        bug_summary(linters, bug_table(linters, runs, bugs))
+        bug_summary(linters, bug_table(linters, runs, bugs, args.half))
     if projects:
-        precision_table(linters, runs, projects, args.unjudged)
+        precision_table(linters, runs, projects, args.unjudged, args.half)
     return 0
 
 

@@ -12,6 +12,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from .halves import Half, half_of
 from .releases import Release
 
 HERE = Path(__file__).resolve().parent
@@ -41,6 +42,11 @@ class Bug:
     what: str
     fixed: Optional[Place] = None
 
+    @property
+    def half(self) -> Half:
+        """Tune or test, from the bug's id (halves.py)."""
+        return half_of(self.id)
+
 
 class Label(str, enum.Enum):
     TP = "TP"
@@ -55,6 +61,9 @@ class Judgment:
     code: str
     label: Label
     reason: str
+    #: a TP whose race needs an unlikely coincidence (one user submitting twice within
+    #: milliseconds) or whose harm is trivial (a statistic off by one, a timestamp)
+    weak: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +72,16 @@ class JudgedProject:
     framework: str
     judgments: dict[tuple[str, int, str], Judgment]
     source: Path
+    #: a fresh round ("fresh-2026-11-28"): judged on a linter nobody had tuned to it
+    round: Optional[str] = None
+    #: the linter commit those judgments were made on, before any change for them
+    judged_before_change: Optional[str] = None
+
+    @property
+    def half(self) -> Optional[Half]:
+        """Tune or test, from the project's name; None for a fresh round's project, which
+        is measured apart (as judged before any change) and read for what it teaches."""
+        return None if self.round else half_of(self.release.name)
 
 
 def _load(path: Path) -> dict:
@@ -108,6 +127,27 @@ def load_bugs(directory: Path = HERE / "bugs") -> list[Bug]:
     return bugs
 
 
+def _judgment(entry: dict, where: str) -> Judgment:
+    try:
+        label = Label(entry.get("label"))
+    except ValueError:
+        raise CorpusError(f"{where}: label must be TP, FP or noise, not {entry.get('label')!r}") from None
+    weak = entry.get("weak", False)
+    if not isinstance(weak, bool):
+        raise CorpusError(f"{where}: weak must be true or false, not {weak!r}")
+    if weak and label is not Label.TP:
+        raise CorpusError(f"{where}: weak applies to a TP only, not to {label.value}")
+    return Judgment(_need(entry, "path", where), int(entry.get("line", 0)), _need(entry, "code", where),
+                    label, entry.get("reason", ""), weak)
+
+
+def _round(project: dict, where: str) -> tuple[Optional[str], Optional[str]]:
+    """(round, judged_before_change): both or neither, each a non-empty string."""
+    if "round" not in project and "judged_before_change" not in project:
+        return None, None
+    return _need(project, "round", where), _need(project, "judged_before_change", where)
+
+
 def load_judged(directory: Path = HERE / "precision") -> list[JudgedProject]:
     projects = []
     for path in sorted(directory.glob("*.toml")):
@@ -118,13 +158,9 @@ def load_judged(directory: Path = HERE / "precision") -> list[JudgedProject]:
                           project.get("dist", "sdist"))
         judgments: dict[tuple[str, int, str], Judgment] = {}
         for i, entry in enumerate(data.get("finding", [])):
-            w = f"{path.name} finding #{i + 1}"
-            try:
-                label = Label(entry.get("label"))
-            except ValueError:
-                raise CorpusError(f"{w}: label must be TP, FP or noise, not {entry.get('label')!r}") from None
-            j = Judgment(_need(entry, "path", w), int(entry.get("line", 0)), _need(entry, "code", w), label,
-                         entry.get("reason", ""))
+            j = _judgment(entry, f"{path.name} finding #{i + 1}")
             judgments[(j.path, j.line, j.code)] = j
-        projects.append(JudgedProject(release, project.get("framework", ""), judgments, path))
+        fresh_round, judged_at = _round(project, where)
+        projects.append(JudgedProject(release, project.get("framework", ""), judgments, path,
+                                      fresh_round, judged_at))
     return projects

@@ -58,6 +58,7 @@ class PrecisionResult:
     project: JudgedProject
     lines: int
     counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    weak: int = 0                   # of the TPs, those judged weak
     unjudged: list[Finding] = dataclasses.field(default_factory=list)
 
     @property
@@ -73,14 +74,30 @@ def score_project(project: JudgedProject, lines: int, findings: list[Finding]) -
             result.unjudged.append(f)
         else:
             result.counts[judged.label] += 1
+            result.weak += judged.weak
     return result
 
 
-def precision(results: list[PrecisionResult]) -> tuple[Optional[float], Optional[float], int, int]:
-    """(precision TP/(TP+FP), noise share noise/all, findings, unjudged) over ``results``."""
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    """A set of judged projects' figures; a ratio is None when nothing counts toward it."""
+
+    precision: Optional[float]         # TP / (TP + FP)
+    strict_precision: Optional[float]  # TPs not weak / (TP + FP)
+    noise_share: Optional[float]       # noise / all findings
+    findings: int
+    unjudged: int
+
+
+def precision(results: list[PrecisionResult]) -> Figures:
+    """The figures over ``results``: findings not yet judged count in no ratio but in ``findings``."""
     tp = sum(r.counts[Label.TP] for r in results)
+    weak = sum(r.weak for r in results)
     fp = sum(r.counts[Label.FP] for r in results)
     noise = sum(r.counts[Label.NOISE] for r in results)
     unjudged = sum(len(r.unjudged) for r in results)
     total = tp + fp + noise + unjudged
-    return (tp / (tp + fp) if tp + fp else None, noise / total if total else None, total, unjudged)
+    judged_real = tp + fp
+    return Figures(tp / judged_real if judged_real else None,
+                   (tp - weak) / judged_real if judged_real else None,
+                   noise / total if total else None, total, unjudged)

@@ -7,6 +7,7 @@ and the scoring of a bug, a look-alike and a judged finding on a small tree made
 """
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +16,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+from bench_linter_corpus import in_half  # noqa: E402
 from corpus.entries import CorpusError, Label, load_bugs, load_judged  # noqa: E402
+from corpus.halves import Half, half_of  # noqa: E402
 from corpus.linters import Finding  # noqa: E402
 from corpus.score import precision, score_bug, score_project  # noqa: E402
 from corpus.spans import function_span  # noqa: E402
@@ -97,5 +100,78 @@ def test_precision_and_noise_count_judged_findings_and_list_the_rest(tmp_path):
     found = [Finding("a.py", line, "TXN102", "m") for line in (1, 2, 3, 4, 5)]
     result = score_project(project, 100, found)
     assert [f.line for f in result.unjudged] == [5]
-    prec, noise, total, unjudged = precision([result])
-    assert (round(prec, 3), noise, total, unjudged) == (0.667, 0.2, 5, 1)
+    figures = precision([result])
+    assert (round(figures.precision, 3), figures.noise_share, figures.findings, figures.unjudged) == \
+        (0.667, 0.2, 5, 1)
+    assert round(figures.strict_precision, 3) == 0.667      # no TP judged weak
+
+
+def _judged(tmp_path: Path, project: str, findings: str) -> Path:
+    judged = tmp_path / "precision"
+    judged.mkdir(exist_ok=True)
+    (judged / f"{project}.toml").write_text(f'[project]\nname = "{project}"\nversion = "1"\n' + findings)
+    return judged
+
+
+def test_strict_precision_leaves_out_weak_tps(tmp_path):
+    entries = "".join(f'[[finding]]\npath = "a.py"\nline = {line}\ncode = "TXN102"\nlabel = "{label}"\n{extra}'
+                      for line, label, extra in ((1, "TP", ""), (2, "TP", "weak = true\n"),
+                                                 (3, "TP", "weak = false\n"), (4, "FP", "")))
+    (project,) = load_judged(_judged(tmp_path, "p", entries))
+    assert [j.weak for j in project.judgments.values()] == [False, True, False, False]
+    figures = precision([score_project(project, 100, [Finding("a.py", n, "TXN102", "m") for n in (1, 2, 3, 4)])])
+    assert (figures.precision, figures.strict_precision) == (0.75, 0.5)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ('label = "FP"\nweak = true\n', "weak applies to a TP only"),
+    ('label = "TP"\nweak = "yes"\n', "weak must be true or false"),
+])
+def test_a_misused_weak_flag_names_the_entry(tmp_path, extra, message):
+    judged = _judged(tmp_path, "p", f'[[finding]]\npath = "a.py"\nline = 1\ncode = "TXN102"\n{extra}')
+    with pytest.raises(CorpusError, match=f"p.toml finding #1: {message}"):
+        load_judged(judged)
+
+
+def test_a_fresh_round_names_the_linter_it_was_judged_on(tmp_path):
+    judged = _judged(tmp_path, "fresh", 'round = "fresh-2026-11-28"\njudged_before_change = "859a1e5"\n')
+    (project,) = load_judged(judged)
+    assert (project.round, project.judged_before_change, project.half) == ("fresh-2026-11-28", "859a1e5", None)
+    (judged / "fresh.toml").write_text('[project]\nname = "fresh"\nversion = "1"\nround = "r1"\n')
+    with pytest.raises(CorpusError, match="fresh.toml \\[project\\]: missing or empty 'judged_before_change'"):
+        load_judged(judged)
+
+
+def test_the_halves_are_fixed_by_sha256_whatever_the_process():
+    # sha256 of "a" starts with 0xca (even: tune), of "old-a" with 0xcd (odd: test); two fresh
+    # interpreters with different hash seeds must agree with this one (hash() would not)
+    keys = ("a", "old-a", "vote", "add")
+    code = ("import sys; sys.path.insert(0, 'benchmarks'); from corpus.halves import half_of; "
+            f"print(' '.join(half_of(k).value for k in {keys!r}))")
+    runs = {tuple(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                                 env={"PYTHONHASHSEED": seed}, check=True).stdout.split())
+            for seed in ("1", "2")}
+    assert runs == {tuple(half_of(k).value for k in keys)}
+    assert (half_of("a"), half_of("old-a")) == (Half.TUNE, Half.TEST)
+
+
+def test_the_committed_corpora_split_into_two_halves_of_about_the_same_size():
+    bugs, projects = load_bugs(), [p for p in load_judged() if p.round is None]
+    for entries in (bugs, projects):
+        tune = sum(1 for e in entries if e.half is Half.TUNE)
+        assert abs(tune - (len(entries) - tune)) <= max(2, len(entries) // 5)
+
+
+def test_a_half_keeps_its_bugs_and_split_projects_and_every_fresh_round(tmp_path):
+    bugs = load_bugs(_bug_file(tmp_path))
+    judged = _judged(tmp_path, "old-a", "")
+    _judged(tmp_path, "a", "")
+    _judged(tmp_path, "fresh", 'round = "r1"\njudged_before_change = "abc"\n')
+    projects = load_judged(judged)
+    for half in (Half.TUNE, Half.TEST):
+        kept_bugs, kept = in_half(bugs, projects, half.value)
+        assert kept_bugs and all(b.half is half for b in kept_bugs)
+        assert len(kept) == 2      # one split project of each half, and the fresh one
+        assert {p.release.name for p in kept} == \
+            {"fresh"} | {p.release.name for p in projects if p.round is None and half_of(p.release.name) is half}
+    assert in_half(bugs, projects, "all") == (bugs, projects)

@@ -12,7 +12,7 @@ import sys
 from typing import Optional, Sequence
 
 from .report.baseline import apply_baseline, write_baseline
-from .report.console import not_shown, statistics, use_color
+from .report.console import not_shown, severity_summary, statistics, use_color
 from .runner import lint_paths
 from .report.formats import FORMATS, text
 from .selection.roles import QuietGroup
@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-confidence", choices=("low", "medium", "high"),
                    help="leave out findings below this confidence (default: medium; low adds stale "
                         "whole-row saves whose changes derive nothing from the read)")
+    p.add_argument("--min-severity", choices=("low", "medium", "high"),
+                   help="leave out findings below this severity (default: medium; low adds races on a "
+                        "user's own rows that cost little: a label, a timestamp, a statistic)")
     p.add_argument("--statistics", action="store_true", help="count the findings per code")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour the text output (auto: on a terminal; NO_COLOR/FORCE_COLOR apply)")
@@ -82,6 +85,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             overrides[group.setting] = "true"
     if args.min_confidence:
         overrides["min-confidence"] = args.min_confidence
+    if args.min_severity:
+        overrides["min-severity"] = args.min_severity
     if args.no_cache:
         overrides["cache"] = "false"
     apply_mapping(s, {"txn-" + k: v for k, v in overrides.items()}, None, "command line",
@@ -120,7 +125,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if applied.note:
             print(f"txnsafety lint: note: {applied.note}", file=sys.stderr)
 
-    _write_report(args, findings, not_shown(run.hidden, run.below_confidence, settings.min_confidence))
+    left_out = not_shown(run.hidden, run.below_confidence, settings.min_confidence,
+                         run.below_severity, settings.min_severity)
+    _write_report(args, findings, severity_summary(findings) + left_out)
     if args.verbose:
         print(f"txnsafety lint: {run.files} file(s), {len(findings)} finding(s), "
               f"{len(run.errors)} problem(s); project root {settings.root}", file=sys.stderr)

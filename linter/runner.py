@@ -39,6 +39,7 @@ class RunResult:
     notes: list[str]                              # ``path: note: ...`` lines (verbose)
     files: int = 0
     below_confidence: int = 0                     # left out under min-confidence
+    below_severity: int = 0                       # left out under min-severity
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,6 +127,9 @@ def lint_paths(paths: Sequence[str], settings: Settings, cross_module: bool = Tr
                 continue
             if f.confidence < settings.min_confidence:
                 result.below_confidence += 1
+                continue
+            if f.severity < settings.min_severity:
+                result.below_severity += 1
                 continue
             result.findings.append(dataclasses.replace(f, path=sf.shown))
     result.findings.sort(key=Finding.sort_key)
@@ -249,6 +253,11 @@ def _note_quiet_callers(parsed: list, out: dict[str, FileResult]) -> None:
                 scope = scope.rpartition(".")[0]
 
 
+def shown_at(f: Finding, settings: Settings) -> bool:
+    """Whether ``f`` passes ``min-confidence`` and ``min-severity``."""
+    return f.confidence >= settings.min_confidence and f.severity >= settings.min_severity
+
+
 def from_project(project: ProjectRun, path: str, settings: Settings) -> Optional[list[Finding]]:
     """The findings of ``path`` from the project's analysis, filtered as :func:`lint_paths`
     filters them (roles, ``per-file-ignores``, ``min-confidence``); None when the file is not
@@ -261,7 +270,7 @@ def from_project(project: ProjectRun, path: str, settings: Settings) -> Optional
         return []
     off = ignored_codes(shown, settings.per_file_ignores)
     return [f for f in found.findings + found.silenced
-            if not any(f.code.startswith(c) for c in off) and f.confidence >= settings.min_confidence
+            if not any(f.code.startswith(c) for c in off) and shown_at(f, settings)
             and quiet_group(found.quiet, f.function, settings.include) is None]
 
 
@@ -276,4 +285,4 @@ def analyze_one(path: str, source: str, tree: object, settings: Settings,
     found = analyze_source(source, settings.analysis, path, tree=tree,  # type: ignore[arg-type]
                            prefilter=prefilter)
     return [f for f in found if not any(f.code.startswith(c) for c in off)
-            and f.confidence >= settings.min_confidence]
+            and shown_at(f, settings)]

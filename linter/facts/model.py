@@ -34,6 +34,45 @@ class Confidence(enum.IntEnum):
             raise ValueError(f"expected one of low, medium, high, not {text!r}") from None
 
 
+class Severity(enum.IntEnum):
+    """How much a finding is worth fixing first: how likely the race is and what it costs.
+
+    Beside :class:`Confidence` (how sure the analysis is), as bandit keeps severity and
+    confidence apart.  ``HIGH``: a row many requests or workers write (shared) and a value
+    whose loss costs (a counter, an amount, a limit, a one-time token, a state transition).
+    ``LOW``: a row of the request's own user (owned) and a value whose loss costs little (a
+    label, a timestamp, a statistic), or a get-or-create on an owned key.  ``MEDIUM``: the
+    rest.  The default output shows ``medium`` and up (``--min-severity``)."""
+
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls[str(text).strip().upper()]
+        except KeyError:
+            raise ValueError(f"expected one of low, medium, high, not {text!r}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Assessment:
+    """A finding's severity and why, in a few words (``shared: every request writes this
+    `Voucher`; high harm: `uses` is a counter``)."""
+
+    severity: Severity
+    reason: str
+
+
+#: what a finding gets when its rule says nothing of severity
+UNASSESSED = Assessment(Severity.MEDIUM, "")
+
+
 class Need(enum.Enum):
     """What a caller must hold around a call for an unprotected helper's write to count as
     protected (the model's policy decides: ``module_facts.protection_needed``)."""
@@ -58,6 +97,9 @@ class Finding:
     #: module level.  Part of the finding's identity (fingerprints), not of its position.
     function: Optional[str] = None
     confidence: Confidence = Confidence.HIGH
+    #: how much it is worth fixing first (rules/severity.py), and why
+    severity: Severity = Severity.MEDIUM
+    severity_reason: str = ""
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.col, self.code)

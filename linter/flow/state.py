@@ -18,7 +18,7 @@ from typing import Any, Optional
 import libcst as cst
 
 from ..facts.config import Vocab
-from ..facts.model import Check, Confidence, Entity, Finding, Mutation, Need, Scope
+from ..facts.model import UNASSESSED, Assessment, Check, Confidence, Entity, Finding, Mutation, Need, Scope
 from ..facts.module_facts import GetInfo
 from ..facts.query_selection import Selection
 from .events import Checked, Event, Mutated, ProtectionEntered, ProtectionLeft
@@ -157,7 +157,8 @@ class FunctionState:
 
     def report(self, node_or_line, code: str, message: str, col: int = 0,
                deferrable: bool = False, need: Need = Need.ANY,
-               confidence: Confidence = Confidence.HIGH, settle: Optional[Settle] = None) -> None:
+               confidence: Confidence = Confidence.HIGH, settle: Optional[Settle] = None,
+               assessment: Assessment = UNASSESSED) -> None:
         """A finding at ``node_or_line``.  ``deferrable``: an unprotected top-level function's
         finding waits for its callers (``project/call_joins.py``), who may all hold ``need``
         around the call; ``settle`` then adjusts it with what they showed."""
@@ -167,7 +168,8 @@ class FunctionState:
         line = node_or_line if isinstance(node_or_line, int) else self.line(node_or_line)
         if not isinstance(node_or_line, int):
             col = self.col(node_or_line)
-        f = Finding(line, col, code, message, confidence=confidence)
+        f = Finding(line, col, code, message, confidence=confidence, severity=assessment.severity,
+                    severity_reason=assessment.reason)
         if deferrable and self.outer is None:
             self.deferred.append(Deferred(f, need, settle))
         else:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import collections
 import os
-from typing import Iterable, Mapping, TextIO
+from typing import Iterable, Mapping, Sequence, TextIO
 
 from txnsafety.codes import CODES
 
-from ..facts.model import Confidence, Finding
+from ..facts.model import Confidence, Finding, Severity
 from ..selection.roles import QuietGroup
 
 
@@ -35,12 +35,14 @@ def statistics(findings: Iterable[Finding]) -> str:
 
 
 def not_shown(hidden: Mapping[QuietGroup, int], below: int = 0,
-              threshold: Confidence = Confidence.MEDIUM) -> str:
-    """The one closing line about findings left out by role or confidence, or "" when none were.
+              threshold: Confidence = Confidence.MEDIUM, below_severity: int = 0,
+              severity: Severity = Severity.MEDIUM) -> str:
+    """The one closing line about findings left out by role, confidence or severity, or ""
+    when none were.
 
     ``12 findings not shown: 9 in tests, 3 below confidence medium (--include-tests,
     --min-confidence low to show them)``"""
-    total = sum(hidden.values()) + below
+    total = sum(hidden.values()) + below + below_severity
     if not total:
         return ""
     groups = [g for g in QuietGroup if hidden.get(g)]
@@ -49,5 +51,19 @@ def not_shown(hidden: Mapping[QuietGroup, int], below: int = 0,
     if below:
         parts.append(f"{below} below confidence {threshold.label}")
         flags.append(f"--min-confidence {Confidence(max(threshold - 1, Confidence.LOW)).label}")
+    if below_severity:
+        parts.append(f"{below_severity} below severity {severity.label}")
+        flags.append(f"--min-severity {Severity(max(severity - 1, Severity.LOW)).label}")
     noun = "finding" if total == 1 else "findings"
     return f"{total} {noun} not shown: {', '.join(parts)} ({', '.join(flags)} to show them)\n"
+
+
+def severity_summary(findings: Sequence[Finding]) -> str:
+    """The closing line by severity, most worth fixing first: ``3 findings: 1 high, 2
+    medium``; "" when there are none."""
+    if not findings:
+        return ""
+    counts = collections.Counter(f.severity for f in findings)
+    parts = [f"{counts[s]} {s.label}" for s in sorted(counts, reverse=True)]
+    noun = "finding" if len(findings) == 1 else "findings"
+    return f"{len(findings)} {noun} by severity: {', '.join(parts)}\n"

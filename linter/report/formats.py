@@ -17,7 +17,7 @@ from txnsafety.codes import CODES
 
 from ..facts.config import LINTER_CODES, OPT_IN_CODES
 from .identity import fingerprints
-from ..facts.model import Finding
+from ..facts.model import Finding, Severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_KEY = "txnsafety/v2"
@@ -53,16 +53,21 @@ def help_uri(code: str) -> Optional[str]:
 _COLORS = {"path": "\x1b[1m", "pos": "\x1b[2m", "code": "\x1b[1;31m", "reset": "\x1b[0m"}
 
 
+def _severity_note(f: Finding) -> str:
+    """`` [high: shared: ...; high harm: ...]``: the severity and why, after the message."""
+    return f" [{f.severity.label}: {f.severity_reason}]" if f.severity_reason else f" [{f.severity.label}]"
+
+
 def text(findings: Iterable[Finding], color: bool = False) -> str:
-    """``path:line:col: TXNnnn message`` lines, as flake8 and Ruff print them."""
+    """``path:line:col: TXNnnn message [severity: why]`` lines, as flake8 and Ruff print them."""
     if not color:
-        return "".join(f"{f.path}:{f.line}:{f.col + 1}: {f.message}\n" for f in findings)
+        return "".join(f"{f.path}:{f.line}:{f.col + 1}: {f.message}{_severity_note(f)}\n" for f in findings)
     c = _COLORS
     out = []
     for f in findings:
         code, _, rest = f.message.partition(" ")
         out.append(f"{c['path']}{f.path}{c['reset']}{c['pos']}:{f.line}:{f.col + 1}:{c['reset']} "
-                   f"{c['code']}{code}{c['reset']} {rest}\n")
+                   f"{c['code']}{code}{c['reset']} {rest}{c['pos']}{_severity_note(f)}{c['reset']}\n")
     return "".join(out)
 
 
@@ -72,7 +77,8 @@ def as_json(findings: Iterable[Finding]) -> str:
         code = CODES[f.code]
         out.append({"path": f.path, "line": f.line, "column": f.col + 1, "code": f.code,
                     "kind": code.kind, "message": f.message, "function": f.function,
-                    "confidence": f.confidence.label})
+                    "confidence": f.confidence.label, "severity": f.severity.label,
+                    "severity_reason": f.severity_reason})
     return json.dumps(out, indent=2) + "\n"
 
 
@@ -87,9 +93,15 @@ def github(findings: Iterable[Finding]) -> str:
     lines = []
     for f in findings:
         title = f"{f.code} {CODES[f.code].kind}"
-        lines.append(f"::error file={_escape_gh(f.path, True)},line={f.line},col={f.col + 1},"
+        lines.append(f"::{_GH_LEVEL[f.severity]} file={_escape_gh(f.path, True)},line={f.line},col={f.col + 1},"
                      f"title={_escape_gh(title, True)}::{_escape_gh(f.message)}")
     return "".join(line + "\n" for line in lines)
+
+
+#: GitHub annotation and SARIF levels, and a rank to sort by (0-100, higher first), by severity
+_GH_LEVEL = {Severity.HIGH: "error", Severity.MEDIUM: "warning", Severity.LOW: "notice"}
+_SARIF_LEVEL = {Severity.HIGH: "error", Severity.MEDIUM: "warning", Severity.LOW: "note"}
+_RANK = {Severity.HIGH: 90.0, Severity.MEDIUM: 50.0, Severity.LOW: 10.0}
 
 
 def _uri(path: str) -> str:
@@ -142,14 +154,15 @@ def sarif(findings: Iterable[Finding]) -> str:
         results.append({
             "ruleId": f.code,
             "ruleIndex": index[f.code],
-            "level": "error",
+            "level": _SARIF_LEVEL[f.severity],
             "message": {"text": f.message},
             "locations": [{"physicalLocation": {
                 "artifactLocation": _artifact(f.path),
                 "region": {"startLine": f.line, "startColumn": f.col + 1},
             }}],
             "partialFingerprints": {FINGERPRINT_KEY: fp},
-            "properties": {"confidence": f.confidence.label},
+            "properties": {"confidence": f.confidence.label, "severity": f.severity.label,
+                           "severity-reason": f.severity_reason, "rank": _RANK[f.severity]},
         })
     doc = {
         "$schema": SARIF_SCHEMA,

@@ -33,6 +33,7 @@ from ..facts.syntax import CONTEXT_NAMES
 from ..flow.events import Acted, AggregateStored, CallResolved
 from .get_or_create import note_settled
 from ..facts.module_facts import UNPROTECTED_POLICIES
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -180,7 +181,7 @@ def on_act(fa: "FunctionState", event: Acted) -> None:
         return
     if check.locked and {id(s) for s in check.stack} <= {id(s) for s in event.scopes}:
         return
-    fa.report(node, "TXN105", message(check, act, fa.framework_hint()),
+    fa.report(node, "TXN105", message(check, act, fa.framework_hint()), assessment=severity.of_check(check, act),
               confidence=confidence(check, act, set(fa.param_order)))
 
 
@@ -194,7 +195,8 @@ def on_aggregate_stored(fa: "FunctionState", event: AggregateStored) -> None:
                 not (check.locked and {id(x) for x in check.stack} <= held):
             check.used = True
             target = f"self.{event.target.attr.value}"
-            fa.report(event.target, "TXN105", stored_aggregate_message(check, target, event.line))
+            fa.report(event.target, "TXN105", stored_aggregate_message(check, target, event.line),
+                      assessment=severity.of_check(check, None))
             return
 
 
@@ -221,4 +223,6 @@ def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
             (check.locked and {id(s) for s in check.stack} <= {id(s) for s in site.stack}):
         return
     if fa.mod.cfg.code_enabled("TXN105"):
-        fa.mod.add(Finding(site.line, site.col, "TXN105", message(check, act, fa.framework_hint())))
+        judged = severity.of_check(check, act)
+        fa.mod.add(Finding(site.line, site.col, "TXN105", message(check, act, fa.framework_hint()),
+                           severity=judged.severity, severity_reason=judged.reason))

@@ -37,6 +37,7 @@ from ..facts.query_selection import Selection
 from ..facts.syntax import label
 from ..flow.events import FunctionEnded, SelectedRowsUpdated, Stored
 from ..flow.records import Claim, PendingClaim
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -125,7 +126,7 @@ def on_selected_rows_updated(fa: "FunctionState", event: SelectedRowsUpdated) ->
             fa.work_lines.append(event.line)
             fa.report(call, "TXN105", update_message(
                 sel, columns, event.line, f"`{label(call.func)}()`", fa.framework_hint()),
-                deferrable=True, confidence=Confidence.MEDIUM)
+                deferrable=True, confidence=Confidence.MEDIUM, assessment=severity.of_claim(None, columns))
             return
 
 
@@ -143,5 +144,5 @@ def on_function_end(fa: "FunctionState", event: FunctionEnded) -> None:
         fw = found.entity.framework or fa.framework_hint()
         fa.drop_stale_copy(w_line)
         fa.report(w_line, "TXN105", message(found, w_line, pending.verb, fw), deferrable=True,
-                  confidence=Confidence.MEDIUM)
+                  confidence=Confidence.MEDIUM, assessment=severity.of_claim(ent, found.columns))
     fa.claims = []

@@ -35,6 +35,7 @@ from ..facts.model import Confidence
 from ..facts.syntax import dotted, kwarg, terminal
 from ..flow.events import Called
 from .claim import settled
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -84,7 +85,8 @@ def _judge(fa: "FunctionState", call: cst.Call, ent, line: int) -> None:
     if work is None or not fa.mod.cfg.code_enabled("TXN105"):
         return
     framework = ent.framework or fa.framework_hint()
-    fa.report(call, "TXN105", message(ent, work, line, framework), confidence=Confidence.MEDIUM)
+    fa.report(call, "TXN105", message(ent, work, line, framework), confidence=Confidence.MEDIUM,
+              assessment=severity.of_claim(ent, ()))
 
 
 def _work(fa: "FunctionState", ent, delete: cst.Call, line: int) -> Optional[int]:

@@ -18,6 +18,7 @@ from ..facts.model import Act, Check, CheckKind, Confidence
 from ..facts.syntax import iter_calls, kids, names_in, walk_nodes
 from ..flow.events import FunctionEnded
 from ..flow.records import SettledInsert
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -49,7 +50,8 @@ def on_function_end(fa: "FunctionState", event: FunctionEnded) -> None:
         if not any(line > act.line and names & row for line, names in returns):
             continue
         fw = fa.framework_hint()
-        fa.report(node, "TXN105", get_or_create_message(check, act, fw), confidence=Confidence.MEDIUM)
+        fa.report(node, "TXN105", get_or_create_message(check, act, fw), confidence=Confidence.MEDIUM,
+                  assessment=severity.of_check(check, act))
     fa.helper_checks.settled = []
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional
 from ..facts.lazy_locks import LazyLock, lazy_locks
 from ..facts.model import Confidence
 from ..flow.events import FunctionEnded
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -48,4 +49,5 @@ def on_function_end(fa: "FunctionState", event: FunctionEnded) -> None:
             continue        # the write is reported already, for the read the lock did not cover
         found = message(lock)
         if found is not None:
-            fa.report(lock.bound, CODE, found, confidence=Confidence.MEDIUM)
+            fa.report(lock.bound, CODE, found, confidence=Confidence.MEDIUM,
+                      assessment=severity.plain("a row lock taken after the reads it should cover"))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..facts.model import Confidence, Finding, Need
 from ..flow.events import LockedRead
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -72,4 +73,5 @@ def on_locked_read(fa: "FunctionState", event: LockedRead) -> None:
     if event.transaction is None and event.read.framework == "django" and \
             (event.in_loop or not event.read.locked):
         fa.report(event.node, CODE, deferrable=True, need=Need.TXN, settle=settle,
+                  assessment=severity.plain("the row lock protects nothing"),
                   message=message(event.line, loop=event.in_loop))

@@ -17,6 +17,7 @@ import libcst as cst
 from ..facts.constraints import column
 from ..facts.syntax import terminal
 from ..flow.events import LockedRead
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -68,4 +69,5 @@ def on_locked_read(fa: "FunctionState", event: LockedRead) -> None:
         return
     looked_up = lookup(event.node)
     if looked_up is not None and not settled(event.read.model, looked_up, fa.mod.cfg.unique_keys):
-        fa.report(event.node, CODE, message(event.read.model, terminal(event.node), event.line, looked_up))
+        fa.report(event.node, CODE, message(event.read.model, terminal(event.node), event.line, looked_up),
+                  assessment=severity.plain("a duplicate row the row lock cannot stop"))

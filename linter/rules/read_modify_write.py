@@ -18,6 +18,7 @@ from ..facts.config import Vocab
 from ..facts.model import Confidence, Entity, Finding, Scope
 from ..facts.module_facts import LOCK_POLICIES, TXN_POLICIES, UNPROTECTED_POLICIES, protection_needed
 from ..flow.events import CallResolved, Written
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -349,7 +350,8 @@ def on_write(fa: "FunctionState", event: Written) -> None:
         fa.sure_write_lines.add(event.line)
     fa.report(event.line, code, msg, col=col, deferrable=code in (Code.TXN102, Code.TXN106)
               and ent.source != "param", need=protection_needed(ent.policy),
-              confidence=Confidence.LOW if blind or other_columns else Confidence.HIGH)
+              confidence=Confidence.LOW if blind or other_columns else Confidence.HIGH,
+              assessment=severity.of_write(ent, relevant))
 
 
 def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
@@ -377,5 +379,7 @@ def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
         msg = compose(verdict, ent, site.line, verb, relevant, fa.vocab)
         if fa.mod.cfg.code_enabled(verdict.code.value):
             blind = all(m.kind == "blind" for m in relevant)
+            judged = severity.of_write(ent, relevant)
             fa.mod.add(Finding(site.line, site.col, verdict.code.value, msg,
-                               confidence=Confidence.LOW if blind else Confidence.HIGH))
+                               confidence=Confidence.LOW if blind else Confidence.HIGH,
+                               severity=judged.severity, severity_reason=judged.reason))

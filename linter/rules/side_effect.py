@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..facts.model import Scope
 from ..flow.events import SideEffect
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -41,4 +42,5 @@ def on_side_effect(fa: "FunctionState", event: SideEffect) -> None:
     """The verdict on a side effect the walk met (subscribed to ``SIDE_EFFECT``)."""
     txn = event.transaction
     if fires(txn, fa.mod.cfg.side_effects_in_any_transaction):
-        fa.report(event.node, CODE, message(event.name, event.line, txn))
+        fa.report(event.node, CODE, message(event.name, event.line, txn),
+                  assessment=severity.plain("an effect outside the database, repeated or not undone"))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 
 from ..facts.model import Entity, Finding
 from ..flow.events import CallResolved, Written
+from . import severity
 
 if TYPE_CHECKING:
     from ..flow.state import FunctionState
@@ -63,7 +64,7 @@ def on_write(fa: "FunctionState", event: Written) -> None:
     """TXN103 in one function: two objects for the same row, both written."""
     other = overwritten_by(event.entity, set(fa.entities.values()), event.line)
     if other is not None:
-        fa.report(event.line, CODE, message(event.entity, other, event.line))
+        fa.report(event.line, CODE, message(event.entity, other, event.line), assessment=severity.internal())
 
 
 def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
@@ -82,6 +83,8 @@ def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
             where = "lines" if callee.mod is fa.mod else \
                 f"{os.path.basename(callee.mod.filename) or 'another module'} lines"
             if fa.mod.cfg.code_enabled(CODE):
+                judged = severity.internal()
                 fa.mod.add(Finding(later[0], 0, CODE, helper_message(
-                    ent, later[0], callee.name, site.line, where, summary[ent.getter])))
+                    ent, later[0], callee.name, site.line, where, summary[ent.getter]),
+                    severity=judged.severity, severity_reason=judged.reason))
             return

@@ -27,7 +27,7 @@ import sys
 from typing import Any, Callable, Mapping, Optional
 
 from ..facts.config import LINTER_CODES, Config
-from ..facts.model import Confidence
+from ..facts.model import Confidence, Severity
 from .roles import FileRole, QuietGroup, parse_role
 
 if sys.version_info >= (3, 11):
@@ -73,6 +73,8 @@ class Settings:
     include: set[QuietGroup] = dataclasses.field(default_factory=set)
     #: findings below this confidence are counted and left out (model.Confidence)
     min_confidence: Confidence = Confidence.MEDIUM
+    #: findings below this severity are counted and left out (model.Severity, rules/severity.py)
+    min_severity: Severity = Severity.MEDIUM
 
     def all_excludes(self) -> list[str]:
         return [*self.exclude, *self.extend_exclude]
@@ -202,6 +204,7 @@ KEYS: dict[str, Callable[[Settings, Any, bool], None]] = {
     "cache": _set("cache", _bool),
     **{g.setting: _include(g) for g in QuietGroup},
     "min-confidence": _set("min_confidence", lambda v, ini: Confidence.parse(v)),
+    "min-severity": _set("min_severity", lambda v, ini: Severity.parse(v)),
 }
 
 

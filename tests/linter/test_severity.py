@@ -1,0 +1,105 @@
+"""Severity: shared rows and costly values first, a user's own labels last (rules/severity.py).
+
+Each case is a real shape: a voucher's use count (shared, a limit), a profile's bio (owned, a
+label), a wallet's points (owned, an amount), a post's view counter (shared, a statistic), a
+cart made once per user (get-or-create on an owned key), tickets counted against a capacity
+(shared, a limit).  The command shows ``medium`` and up by default and says what it left out.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from txnsafety_lint.analysis import analyze_source
+from txnsafety_lint.cli import main
+from txnsafety_lint.facts.model import Severity
+
+HEAD = "from django.db import transaction\nfrom shop.models import Cart, Post, Profile, Ticket, Voucher, Wallet\n\n\n"
+
+CASES = {
+    "shared counter": ("""\
+        def redeem(code):
+            voucher = Voucher.objects.get(code=code)
+            voucher.uses += 1
+            voucher.save()
+        """, "TXN106", Severity.HIGH, ("shared", "`uses`")),
+    "owned label": ("""\
+        def sign(request):
+            profile = Profile.objects.get(user=request.user)
+            profile.bio = profile.bio + " (signed)"
+            profile.save()
+        """, "TXN102", Severity.LOW, ("owned", "`bio`")),
+    "owned amount": ("""\
+        def earn(request):
+            wallet = Wallet.objects.get(user=request.user)
+            wallet.points += 10
+            wallet.save()
+        """, "TXN106", Severity.MEDIUM, ("owned", "`points`")),
+    "shared statistic": ("""\
+        def show(pk):
+            post = Post.objects.get(pk=pk)
+            post.views += 1
+            post.save()
+        """, "TXN106", Severity.MEDIUM, ("shared", "statistic")),
+    "owned get-or-create": ("""\
+        def cart(request):
+            if not Cart.objects.filter(user=request.user).exists():
+                Cart.objects.create(user=request.user)
+        """, "TXN105", Severity.LOW, ("owned", "get-or-create")),
+    "shared limit": ("""\
+        def book(event):
+            if Ticket.objects.filter(event=event).count() < event.capacity:
+                Ticket.objects.create(event=event)
+        """, "TXN105", Severity.HIGH, ("shared", "count or limit")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_shape_gets_its_severity_and_says_why(case):
+    body, code, severity, words = CASES[case]
+    found = [f for f in analyze_source(HEAD + textwrap.dedent(body)) if f.code == code]
+    assert len(found) == 1, found
+    assert found[0].severity is severity, found[0].severity_reason
+    for word in words:
+        assert word in found[0].severity_reason
+
+
+def _lint(tmp_path, capsys, *args):
+    app = tmp_path / "app.py"
+    app.write_text(HEAD + "".join(textwrap.dedent(CASES[c][0]) + "\n\n" for c in sorted(CASES)))
+    main([str(app), "--no-cache", "--exit-zero", *args])
+    return capsys.readouterr()
+
+
+def test_the_default_leaves_out_low_severity_and_says_so(tmp_path, capsys):
+    out = _lint(tmp_path, capsys).out
+    assert "TXN102" not in out and "Cart.objects.create" not in out      # the two low ones
+    assert out.count(" [high: shared") == 2 and out.count(" [medium: ") == 2
+    assert out.endswith("4 findings by severity: 2 high, 2 medium\n"
+                        "2 findings not shown: 2 below severity medium (--min-severity low to show them)\n")
+
+
+def test_min_severity_low_shows_all_and_high_only_the_worst(tmp_path, capsys):
+    assert _lint(tmp_path, capsys, "--min-severity", "low").out.count(": TXN") == 6
+    assert _lint(tmp_path, capsys, "--min-severity", "high").out.count(": TXN") == 2
+
+
+def test_the_setting_is_read_from_pyproject(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.txnsafety]\nmin-severity = "high"\n')
+    assert _lint(tmp_path, capsys).out.count(": TXN") == 2
+    (tmp_path / "pyproject.toml").write_text('[tool.txnsafety]\nmin-severity = "urgent"\n')
+    app = tmp_path / "app.py"
+    assert main([str(app), "--no-cache"]) == 2
+    assert "min-severity" in capsys.readouterr().err
+
+
+def test_json_and_sarif_carry_severity(tmp_path, capsys):
+    rows = json.loads(_lint(tmp_path, capsys, "--format", "json", "--min-severity", "low").out)
+    assert {r["severity"] for r in rows} == {"high", "medium", "low"}
+    assert all(r["severity_reason"] for r in rows)
+    doc = json.loads(_lint(tmp_path, capsys, "--format", "sarif", "--min-severity", "low").out)
+    results = doc["runs"][0]["results"]
+    levels = {r["properties"]["severity"]: (r["level"], r["properties"]["rank"]) for r in results}
+    assert levels == {"high": ("error", 90.0), "medium": ("warning", 50.0), "low": ("note", 10.0)}

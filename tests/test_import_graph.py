@@ -8,8 +8,8 @@ the code *could* run:
 - module-level and function-level (lazy) imports alike: a lazy import still ties the two
   modules together, it only hides the knot until the function runs;
 - imports under ``if TYPE_CHECKING:`` too: they never run, but they are the same design
-  dependency (``lease`` needing ``backend`` to say what a lease holds while ``backend`` needs
-  ``lease`` to say what it returns), and issue 30 counts them;
+  dependency (``lease`` naming ``Backend`` as what it calls while ``backend`` named ``Lease``
+  as what its methods take), and issue 30 counts them;
 - relative imports resolved against the importing module's package;
 - ``from pkg import name`` is an edge to ``pkg.name`` when that is a module of the package,
   to ``pkg`` itself otherwise.

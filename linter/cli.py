@@ -127,7 +127,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     left_out = not_shown(run.hidden, run.below_confidence, settings.min_confidence,
                          run.below_severity, settings.min_severity)
-    _write_report(args, findings, severity_summary(findings) + left_out)
+    _write_report(args, findings, left_out)
+    # by severity, on stderr after everything else: stdout stays one finding a line
+    sys.stderr.write(severity_summary(findings))
     if args.verbose:
         print(f"txnsafety lint: {run.files} file(s), {len(findings)} finding(s), "
               f"{len(run.errors)} problem(s); project root {settings.root}", file=sys.stderr)

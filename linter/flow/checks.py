@@ -134,6 +134,12 @@ class CheckFacts:
     def found_in_body(self, test: cst.BaseExpression) -> bool:
         """Whether the ``if`` body is the branch where the checked row exists: ``if
         q.exists():``, ``if obj:``, ``if obj is not None:`` (not ``if not ...`` or ``is None``)."""
+        return self.row_test_polarity(test) is True
+
+    def row_test_polarity(self, test: cst.BaseExpression) -> Optional[bool]:
+        """Which outcome of a row check the ``if`` body is: True where the row exists (``if
+        obj:``), False where it is missing (``if not q.exists():``, ``if obj is None:``),
+        None when the test names no row check."""
         stack: list[tuple[cst.CSTNode, bool]] = [(test, False)]
         while stack:
             node, negated = stack.pop()
@@ -151,7 +157,7 @@ class CheckFacts:
                 return not negated
             elif isinstance(node, cst.Name) and node.value in self.entities or presence.found_test(self, node):
                 return not negated
-        return False
+        return None
 
     def lookup_of(self, expr: cst.BaseExpression) -> Optional[frozenset]:
         """The columns the lookup behind a check compared (None: not known)."""

@@ -71,6 +71,11 @@ class StatementWalk:
                 conditions.merge(self, before)      # a query either branch selected
             if made and not any(exits(b) for b in branches(stmt)):
                 close_checks(made, branches(stmt))
+            elif made and stmt.orelse is None and exits(stmt.body) and self.row_test_polarity(stmt.test) is False:
+                # ``if not row: raise NotFound``: what follows is where the row exists, and an
+                # insert there fills no gap the check saw (it duplicates nothing it looked up)
+                for c in made:
+                    c.used = c.used or c.kind.missing_row
         elif isinstance(stmt, cst.While):
             self.test(stmt.test, stmt)
             self.block(stmt.body)

@@ -74,11 +74,12 @@ def _lint(tmp_path, capsys, *args):
 
 
 def test_the_default_leaves_out_low_severity_and_says_so(tmp_path, capsys):
-    out = _lint(tmp_path, capsys).out
+    shown = _lint(tmp_path, capsys)
+    out = shown.out
     assert "TXN102" not in out and "Cart.objects.create" not in out      # the two low ones
     assert out.count(" [high: shared") == 2 and out.count(" [medium: ") == 2
-    assert out.endswith("4 findings by severity: 2 high, 2 medium\n"
-                        "2 findings not shown: 2 below severity medium (--min-severity low to show them)\n")
+    assert out.endswith("2 findings not shown: 2 below severity medium (--min-severity low to show them)\n")
+    assert shown.err.endswith("4 findings by severity: 2 high, 2 medium\n")
 
 
 def test_min_severity_low_shows_all_and_high_only_the_worst(tmp_path, capsys):

@@ -13,7 +13,7 @@ from contextvars import Token
 from typing import Mapping
 
 from .config import settings
-from .context import RequestScope, UncheckedToken, close_scope, open_scope, open_unchecked_scope
+from .context import Priority, RequestScope, UncheckedToken, close_scope, open_scope, open_unchecked_scope
 
 log = logging.getLogger("txnsafety")
 
@@ -39,9 +39,9 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
         if settings.priority_rule is None:
             # The default rule (a batch path or header) is decided when a lock first asks:
             # most requests take no lock, and deciding costs more than opening the scope.
-            priority = functools.partial(settings.priority_for, path, headers)
+            priority = functools.partial(decide_priority, path, headers)
         else:  # the application's own rule runs now, as it always has (its errors included)
-            priority = settings.priority_for(path, headers)
+            priority = decide_priority(path, headers)
         scope = RequestScope(name=f"{method} {path}", priority=priority)
         # sample_rate, inline (every request); a sampler's answer when one is set (rate_for reads it again:
         # another thread may have removed it since)
@@ -52,6 +52,22 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
     except Exception:
         log.exception("txnsafety: could not open a scope for this request; it runs unchecked")
         return None
+
+
+def decide_priority(path: str, headers: Mapping[str, str]) -> Priority:
+    """The request's lock priority; interactive (and a log line) if deciding it fails.
+
+    ``settings.priority_for`` already guards the application's rule and the header, but
+    it may be called long after the scope opened, by the first lock the request takes:
+    a failure of the checker's own code there would fail the lock, so the request.  A
+    priority only orders lock waiters: the default one is always a safe answer.
+    """
+    try:
+        return settings.priority_for(path, headers)
+    except Exception:
+        log.exception("txnsafety: could not decide the lock priority of %.200s; it runs at interactive priority",
+                      path)
+        return Priority.INTERACTIVE
 
 
 #: which requests ``sample_rate`` checks: a uniform draw per request (not a secret)

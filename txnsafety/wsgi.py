@@ -19,6 +19,7 @@ from .config import settings
 from .context import RequestScope
 from .request_headers import EnvironHeaders
 from .scopes import PRIORITY_HEADER, DetachedRequest, close_request, open_request
+from .wrapping import forwarded_attribute
 
 log = logging.getLogger("txnsafety")
 
@@ -26,12 +27,22 @@ WSGIApp = Callable[[dict, Callable[..., Any]], Iterable[bytes]]
 
 
 class TxnSafetyMiddleware:
-    """Wrap a WSGI application: ``app = TxnSafetyMiddleware(app)``."""
+    """Wrap a WSGI application: ``app = TxnSafetyMiddleware(app)``.
+
+    Transparent to attribute look-ups: an attribute it does not have itself is the
+    wrapped application's (``app.wsgi_app.x_for`` of a ``ProxyFix`` inside it still
+    works), as code and tests that inspect a middleware stack expect.  Only ``app``,
+    the wrapped application itself, and ``__wrapped__`` (the same) are its own.
+    """
 
     def __init__(self, app: WSGIApp) -> None:
         if not callable(app):
             raise TypeError(f"TxnSafetyMiddleware wraps a WSGI callable, not {app!r}")
         self.app = app
+        self.__wrapped__ = app
+
+    def __getattr__(self, name: str) -> Any:
+        return forwarded_attribute(self, name)
 
     def __call__(self, environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
         opened = _open(environ)

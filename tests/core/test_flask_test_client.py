@@ -14,6 +14,7 @@ import logging
 import pytest
 
 import txnsafety
+from txnsafety.context import request_of_locks
 from txnsafety.locks import user_write_lock
 
 flask = pytest.importorskip("flask")
@@ -97,6 +98,13 @@ def create_app(path) -> flask.Flask:
             yield f"{txnsafety.current_scope().id}\n"
         return flask.Response(flask.stream_with_context(body()), mimetype="text/plain")
 
+    @app.get("/stream-locks")
+    def stream_locks():
+        def body():                           # whose request a lock taken here would belong to
+            yield f"{txnsafety.current_scope()} {request_of_locks().id}\n"
+            yield f"{txnsafety.current_scope()} {request_of_locks().id}\n"
+        return flask.Response(body(), mimetype="text/plain")
+
     with app.app_context():
         db.create_all()
         db.session.add(Profile(id=1, name="ann"))
@@ -138,3 +146,16 @@ def test_a_streamed_body_keeps_its_scope_and_only_its_code_runs_in_it(app, txnsa
     assert txnsafety.current_scope() is test_scope
     (violation,) = txnsafety_violations
     assert violation.code.value == "TXN105" and violation.request_id == opened
+
+
+def test_a_streamed_body_left_out_by_the_sample_sets_its_locks_request_aside_too(app, monkeypatch):
+    """A request the sample leaves out still gives its locks a request (an unchecked
+    scope): streamed, that scope too is set aside between the pieces and ends with the body."""
+    monkeypatch.setattr(txnsafety.settings, "sample_rate", 0.0)
+    test_scope = txnsafety.current_scope()
+    response = app.test_client().get("/stream-locks")
+    assert txnsafety.current_scope() is test_scope and request_of_locks() is test_scope
+    first, second = response.get_data(as_text=True).splitlines()
+    assert first == second and first.startswith("None ")      # the checker saw no request, its locks one
+    assert first.split()[1] != test_scope.id
+    assert txnsafety.current_scope() is test_scope and request_of_locks() is test_scope

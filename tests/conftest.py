@@ -21,3 +21,8 @@ def redis_url() -> str:
 @pytest.fixture(scope="session")
 def memcached_url() -> str:
     return servers.require(servers.MEMCACHED_URL, "memcached")
+
+
+@pytest.fixture(scope="session")
+def mysql_url() -> str:
+    return servers.require(servers.MYSQL_URL, "MariaDB")

@@ -1,6 +1,6 @@
 """Where the real test servers are, and what to do when one is missing.
 
-`.ci/servers` starts PostgreSQL, Redis and memcached on 127.0.0.1.  A test that
+`.ci/servers` starts PostgreSQL, Redis, memcached and MariaDB on 127.0.0.1.  A test that
 needs one asks for the matching fixture in ``tests/conftest.py``.  When the server
 does not answer, the test is skipped on a developer machine and **fails** under
 ``CI=true``: a missing server must never pass as a skip in CI.
@@ -17,6 +17,8 @@ POSTGRES_URL = os.environ.get(
     "TXNSAFETY_TEST_POSTGRES_URL", "postgresql://txnsafety:txnsafety@127.0.0.1:5432/txnsafety")
 REDIS_URL = os.environ.get("TXNSAFETY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 MEMCACHED_URL = os.environ.get("TXNSAFETY_TEST_MEMCACHED_URL", "memcached://127.0.0.1:11211")
+#: MariaDB (or MySQL); the user may create databases (each suite makes its own).
+MYSQL_URL = os.environ.get("TXNSAFETY_TEST_MYSQL_URL", "mysql://txnsafety:txnsafety@127.0.0.1:3306/txnsafety")
 
 _answers: dict[str, bool] = {}
 

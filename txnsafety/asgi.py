@@ -17,6 +17,7 @@ from . import hops
 from .context import RequestScope
 from .request_headers import ASGIHeaders
 from .scopes import PRIORITY_HEADER, close_request, open_request
+from .wrapping import forwarded_attribute
 
 log = logging.getLogger("txnsafety")
 
@@ -26,13 +27,23 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class TxnSafetyASGIMiddleware:
-    """Wrap an ASGI application: ``app = TxnSafetyASGIMiddleware(app)``."""
+    """Wrap an ASGI application: ``app = TxnSafetyASGIMiddleware(app)``.
+
+    Transparent to attribute look-ups: an attribute it does not have itself is the
+    wrapped application's (``app.state``, ``app.routes``, ``app.url_path_for`` of a
+    Starlette or FastAPI app it wraps still work).  Its own are ``app`` (the wrapped
+    application as an ASGI3 callable) and ``__wrapped__`` (the application as given).
+    """
 
     def __init__(self, app: Any) -> None:
         if not callable(app):
             raise TypeError(f"TxnSafetyASGIMiddleware wraps an ASGI application, not {app!r}")
+        self.__wrapped__ = app
         self.app = guarantee_single_callable(app)
         hops.install()  # sync_to_async hops report the awaiting line, not asgiref's
+
+    def __getattr__(self, name: str) -> Any:
+        return forwarded_attribute(self, name)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         opened = _open(scope) if settings.enabled and scope.get("type") == "http" else None

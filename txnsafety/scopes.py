@@ -9,13 +9,15 @@ from __future__ import annotations
 import functools
 import logging
 import random
-from contextvars import Token
-from typing import Mapping
+from contextvars import ContextVar, Token
+from typing import Callable, Mapping, TypeVar
 
 from .config import settings
-from .context import RequestScope, UncheckedToken, close_scope, open_scope, open_unchecked_scope
+from .context import Priority, RequestScope, UncheckedToken, close_scope, open_scope, open_unchecked_scope
 
 log = logging.getLogger("txnsafety")
+
+_T = TypeVar("_T")
 
 #: The one header the default priority rule reads (lower case, as ``headers`` has them).
 PRIORITY_HEADER = "x-txnsafety-priority"
@@ -39,9 +41,9 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
         if settings.priority_rule is None:
             # The default rule (a batch path or header) is decided when a lock first asks:
             # most requests take no lock, and deciding costs more than opening the scope.
-            priority = functools.partial(settings.priority_for, path, headers)
+            priority = functools.partial(decide_priority, path, headers)
         else:  # the application's own rule runs now, as it always has (its errors included)
-            priority = settings.priority_for(path, headers)
+            priority = decide_priority(path, headers)
         scope = RequestScope(name=f"{method} {path}", priority=priority)
         # sample_rate, inline (every request); a sampler's answer when one is set (rate_for reads it again:
         # another thread may have removed it since)
@@ -54,6 +56,22 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
         return None
 
 
+def decide_priority(path: str, headers: Mapping[str, str]) -> Priority:
+    """The request's lock priority; interactive (and a log line) if deciding it fails.
+
+    ``settings.priority_for`` already guards the application's rule and the header, but
+    it may be called long after the scope opened, by the first lock the request takes:
+    a failure of the checker's own code there would fail the lock, so the request.  A
+    priority only orders lock waiters: the default one is always a safe answer.
+    """
+    try:
+        return settings.priority_for(path, headers)
+    except Exception:
+        log.exception("txnsafety: could not decide the lock priority of %.200s; it runs at interactive priority",
+                      path)
+        return Priority.INTERACTIVE
+
+
 #: which requests ``sample_rate`` checks: a uniform draw per request (not a secret)
 _draw = random.random
 
@@ -64,3 +82,49 @@ def close_request(scope: RequestScope, token: Token | UncheckedToken | None) -> 
         close_scope(scope, token)
     except Exception:
         log.exception("txnsafety: error while closing request %s", scope.id)
+
+
+class DetachedRequest:
+    """A request whose application has returned a body still to be generated.
+
+    The request's checker state (its scope, transactions and locks: the context variables
+    ``open_request`` set) is set aside when the application returns, and the caller's put
+    back: what the caller runs next (a test after Flask's ``client.post()``, which hands
+    the body back unread and unclosed) is its own code, not the request's.  The body's
+    code runs in the request's state again (:meth:`run`), and the scope ends when the body
+    is exhausted or closed.  Made only with the token ``open_request`` returned, in the
+    same context; if that fails the request simply stays current, as before (logged).
+    """
+
+    __slots__ = ("scope", "_saved")
+
+    def __init__(self, scope: RequestScope, token: Token | UncheckedToken) -> None:
+        self.scope = scope
+        tokens = (token.state, token.unchecked) if isinstance(token, UncheckedToken) else (token,)
+        #: (context variable, the request's value of it); empty when the request stayed current
+        self._saved: tuple[tuple[ContextVar, object], ...] = ()
+        try:
+            saved = tuple((t.var, t.var.get()) for t in tokens)
+            for t in reversed(tokens):
+                t.var.reset(t)
+            self._saved = saved
+        except Exception:
+            log.exception("txnsafety: could not set request %s aside; its scope stays current until its body ends",
+                          scope.id)
+
+    def run(self, function: Callable[..., _T], *args: object) -> _T:
+        """``function(*args)`` in the request's state (what it changes there is kept)."""
+        saved = self._saved
+        if not saved:
+            return function(*args)
+        tokens = [var.set(value) for var, value in saved]
+        try:
+            return function(*args)
+        finally:
+            self._saved = tuple((var, var.get()) for var, _ in saved)
+            for (var, _), token in zip(reversed(saved), reversed(tokens)):
+                var.reset(token)
+
+    def close(self) -> None:
+        """End the request's scope (its cleanups run, e.g. locks released).  Never raises."""
+        close_request(self.scope, None)

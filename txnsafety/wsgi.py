@@ -1,10 +1,12 @@
 """WSGI middleware: one checker scope per request.
 
 Built on webob for reading the request (path and headers decide the lock
-priority).  The scope stays open until the response body is exhausted or the
-server closes it, so a streaming response is still checked while it generates,
-and is closed — with any lock the request still holds released — even when the
-body is abandoned.
+priority).  A body that is already made (a list, Flask's usual response) ends the
+scope when the application returns.  A streamed body keeps it until the body is
+exhausted or the server closes it, so a streaming response is still checked while
+it generates, and is closed — with any lock the request still holds released — even
+when the body is abandoned; between its pieces the caller's own code runs outside
+the request (a test after Flask's ``client.post()``).
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from webob import Request
 from .config import settings
 from .context import RequestScope
 from .request_headers import EnvironHeaders
-from .scopes import PRIORITY_HEADER, close_request, open_request
+from .scopes import PRIORITY_HEADER, DetachedRequest, close_request, open_request
+from .wrapping import forwarded_attribute
 
 log = logging.getLogger("txnsafety")
 
@@ -24,12 +27,22 @@ WSGIApp = Callable[[dict, Callable[..., Any]], Iterable[bytes]]
 
 
 class TxnSafetyMiddleware:
-    """Wrap a WSGI application: ``app = TxnSafetyMiddleware(app)``."""
+    """Wrap a WSGI application: ``app = TxnSafetyMiddleware(app)``.
+
+    Transparent to attribute look-ups: an attribute it does not have itself is the
+    wrapped application's (``app.wsgi_app.x_for`` of a ``ProxyFix`` inside it still
+    works), as code and tests that inspect a middleware stack expect.  Only ``app``,
+    the wrapped application itself, and ``__wrapped__`` (the same) are its own.
+    """
 
     def __init__(self, app: WSGIApp) -> None:
         if not callable(app):
             raise TypeError(f"TxnSafetyMiddleware wraps a WSGI callable, not {app!r}")
         self.app = app
+        self.__wrapped__ = app
+
+    def __getattr__(self, name: str) -> Any:
+        return forwarded_attribute(self, name)
 
     def __call__(self, environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
         opened = _open(environ)
@@ -41,7 +54,10 @@ class TxnSafetyMiddleware:
         except BaseException:
             close_request(scope, token)
             raise
-        return _ClosingBody(result, scope, token)
+        if not _is_streamed(result):
+            close_request(scope, token)  # the request is over: what the caller runs next is not
+            return result
+        return _ClosingBody(result, DetachedRequest(scope, token))
 
 
 def _open(environ: dict) -> tuple[RequestScope, Any] | None:
@@ -79,30 +95,68 @@ def _method_and_path(environ: dict) -> tuple[str, str]:
     return environ.get("REQUEST_METHOD", "GET"), path or "/"
 
 
-class _ClosingBody:
-    """The response body, closing the checker scope when the body is exhausted or when
-    the server closes it, whichever comes first.
+def _is_streamed(body: Iterable[bytes]) -> bool:
+    """False for a body that is already made: nothing of the application runs after it
+    was returned, so the request is over when the application returns.
 
-    Exhaustion counts because not every caller closes: Werkzeug's test client hands
-    the response to the test unclosed, so without it the code a test runs after
-    ``client.post(...)`` would still be judged as part of that request.
+    A list or tuple (PEP 3333's usual answer), or Werkzeug's (Flask's) response object
+    whose body is a sequence (``is_streamed`` False) with no ``call_on_close`` callbacks:
+    Werkzeug wraps it in a ``ClosingIterator`` whose callbacks include the response's
+    ``close``.  Those are Werkzeug's private attributes, read defensively: anything else
+    counts as streamed, which only keeps the scope open until the body ends.
+    """
+    if isinstance(body, (list, tuple)):
+        return False
+    if type(body).__module__.split(".", 1)[0] != "werkzeug":
+        return True
+    try:
+        for callback in getattr(body, "_callbacks", ()):
+            response = getattr(callback, "__self__", None)
+            if getattr(callback, "__name__", "") == "close" and hasattr(response, "is_streamed"):
+                return bool(response.is_streamed or getattr(response, "_on_close", True))
+    except Exception:
+        log.exception("txnsafety: could not tell whether a Werkzeug response streams; treating it as streamed")
+    return True
+
+
+class _ClosingBody:
+    """A streamed response body: its code runs in the request's scope, which ends when
+    the body is exhausted or when the server closes it, whichever comes first.
+
+    Between two pieces of the body the caller's own state is current, not the request's:
+    Werkzeug's test client hands the response to the test unread and unclosed, and what
+    the test runs after ``client.post(...)`` is the test's code, not the request's.
+    Exhaustion ends the scope because not every caller closes.
     """
 
-    def __init__(self, body: Iterable[bytes], scope: RequestScope, token: Any) -> None:
+    def __init__(self, body: Iterable[bytes], request: DetachedRequest) -> None:
         self._body = body
-        self._scope = scope
-        self._token = token
+        self._iterator: Iterator[bytes] | None = None
+        self._request = request
         self._closed = False
         self._scope_open = True
 
     def __iter__(self) -> Iterator[bytes]:
-        yield from self._body
-        self._end_scope()  # exhausted: the request is over (close() may never come)
+        return self
+
+    def __next__(self) -> bytes:
+        if not self._scope_open:
+            raise StopIteration
+        try:
+            return self._request.run(self._next_piece)
+        except StopIteration:
+            self._end_scope()  # exhausted: the request is over (close() may never come)
+            raise
+
+    def _next_piece(self) -> bytes:
+        if self._iterator is None:
+            self._iterator = iter(self._body)
+        return next(self._iterator)
 
     def _end_scope(self) -> None:
         if self._scope_open:
             self._scope_open = False
-            close_request(self._scope, self._token)
+            self._request.close()
 
     def close(self) -> None:
         if self._closed:
@@ -111,6 +165,6 @@ class _ClosingBody:
         try:
             close = getattr(self._body, "close", None)
             if close is not None:
-                close()
+                self._request.run(close)  # the application's cleanup is the request's code
         finally:
             self._end_scope()

@@ -221,7 +221,8 @@ def test_a_thousand_requests_leave_no_state_behind(store, txnsafety_violations):
         for _ in range(n):
             body = Request.blank("/x").call_application(app)[2]
             list(body)
-            body.close()
+            if hasattr(body, "close"):   # PEP 3333: a made body is returned as it is, a list
+                body.close()
 
     burst(100)  # warm caches
     gc.collect()

@@ -4,8 +4,8 @@ Settings are configured when this conftest is imported (no pytest-django): the
 example app in fixtures/django_app, SQLite in a temporary directory as
 ``default``, and the PostgreSQL server of tests/servers.py as ``pg`` (READ
 COMMITTED, Django's default) and ``pg_rr`` (REPEATABLE READ) on its own database
-``txnsafety_django``.  Tables are created with Django's schema editor; every test
-starts from the same rows.
+``txnsafety_django``; the MariaDB server's aliases are in :mod:`.mariadb`.  Tables
+are created with Django's schema editor; every test starts from the same rows.
 """
 from __future__ import annotations
 
@@ -39,13 +39,17 @@ SQLITE_PATH = os.path.join(_TMP, "default.sqlite3")
 if not dj_settings.configured:
     from fixtures.django_app.settings import build
 
-    dj_settings.configure(**build(
+    from .mariadb import mysql_databases
+
+    _conf = build(
         SQLITE_PATH, _pg_url(servers.POSTGRES_URL),
         # Django's own apps, for their writes (update_last_login) and the cache framework
         INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "txnsafety.django",
                         "fixtures.django_app"],
         CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                            "LOCATION": "txnsafety-tests"}}))
+                            "LOCATION": "txnsafety-tests"}})
+    _conf["DATABASES"].update(mysql_databases(servers.MYSQL_URL, PG_DATABASE))
+    dj_settings.configure(**_conf)
     django.setup()
 
 from django.db import connections  # noqa: E402

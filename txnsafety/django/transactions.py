@@ -23,12 +23,15 @@ Private Django attributes read here (each pinned by tests/django/test_private_ap
 """
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ..context import Transaction, new_transaction
+
+log = logging.getLogger("txnsafety")
 
 #: Attribute on a Django DatabaseWrapper: (root Atomic or None, Transaction).
 ROOT_ATTR = "_txnsafety_root"
@@ -69,7 +72,8 @@ def isolation_verdict(alias: str) -> tuple[str, bool]:
       COMMITTED, allows lost updates; REPEATABLE READ and SERIALIZABLE raise a
       serialization failure instead).
     * MySQL/MariaDB: only SERIALIZABLE prevents them (Django's default is READ
-      COMMITTED; InnoDB REPEATABLE READ also loses updates).
+      COMMITTED; InnoDB REPEATABLE READ also loses updates).  This is what the
+      settings say; a live connection is judged by :func:`connection_verdict`.
     * Anything else (Oracle, third-party backends): assumed not to, unless
       ``TXNSAFETY["ISOLATION"]`` says otherwise.
     """
@@ -93,10 +97,72 @@ def _compute_verdict(alias: str) -> tuple[str, bool]:
         name = _postgres_level_name(level)
         return name, name in _PREVENTING
     if "mysql" in engine:
-        name = str(level or "read committed").lower()
+        # Django sets "read committed" unless told otherwise; None leaves the server's
+        # own default, InnoDB's REPEATABLE READ unless the server was configured
+        name = str(options.get("isolation_level", "read committed") or "repeatable read").lower()
         return name, name == "serializable"
     name = str(level).lower() if level else "read committed"
     return name, name == "serializable"
+
+
+#: Attribute on a MySQL DatabaseWrapper: (the DBAPI connection judged, its verdict).
+MYSQL_VERDICT_ATTR = "_txnsafety_mysql_verdict"
+
+#: The level named for MariaDB's REPEATABLE READ with ``innodb_snapshot_isolation`` on.
+MARIADB_SNAPSHOT = "repeatable read (innodb_snapshot_isolation)"
+
+
+def connection_verdict(conn: Any) -> tuple[str, bool]:
+    """``(isolation level, prevents lost update)`` of the live connection ``conn``.
+
+    ``TXNSAFETY["ISOLATION"]`` wins, then, for MySQL and MariaDB, the connection
+    itself: the level Django set on it (``OPTIONS["isolation_level"]``, "read
+    committed" by default), or the server's own when Django set none (None), and on
+    MariaDB at REPEATABLE READ the ``innodb_snapshot_isolation`` variable, with which
+    a write to a row changed since the snapshot fails instead of overwriting it (as
+    on PostgreSQL).  Asked once per DBAPI connection, and only what the settings
+    cannot tell.  Other databases: the settings (:func:`isolation_verdict`).
+    """
+    if conn.vendor != "mysql" or conn.alias in _overrides:
+        return isolation_verdict(conn.alias)
+    dbapi = conn.connection
+    cached = getattr(conn, MYSQL_VERDICT_ATTR, None)
+    if cached is not None and cached[0] is dbapi:
+        return cached[1]
+    try:
+        verdict = _ask_mysql(conn, dbapi)
+    except Exception:  # a server that cannot say: what the settings say
+        log.exception("txnsafety: could not read the isolation of database %r; judging it from its settings",
+                      conn.alias)
+        verdict = isolation_verdict(conn.alias)
+    setattr(conn, MYSQL_VERDICT_ATTR, (dbapi, verdict))
+    return verdict
+
+
+def _ask_mysql(conn: Any, dbapi: Any) -> tuple[str, bool]:
+    level = getattr(conn, "isolation_level", None)  # what Django SET on this connection, if anything
+    if not level:
+        level = _server_variable(dbapi, "transaction_isolation", "tx_isolation")  # MySQL 8, MariaDB < 11.1
+    name = str(level).lower().replace("-", " ").replace("_", " ")
+    if name == "repeatable read" and conn.mysql_is_mariadb:
+        if str(_server_variable(dbapi, "innodb_snapshot_isolation")).upper() in ("1", "ON"):
+            return MARIADB_SNAPSHOT, True
+    return name, name == "serializable"
+
+
+def _server_variable(dbapi: Any, *names: str) -> Any:
+    """The session value of the first of ``names`` the server knows (None: none of them)."""
+    for name in names:
+        cursor = dbapi.cursor()
+        try:
+            cursor.execute(f"SELECT @@SESSION.{name}")
+            row = cursor.fetchone()
+            return row[0] if row else None
+        except Exception:  # unknown variable on this server (an error ends no MySQL transaction)
+            continue
+        finally:
+            cursor.close()
+    return None
 
 
 def _postgres_level_name(level: Any) -> str:
@@ -167,7 +233,7 @@ def transaction_for(alias: str | None) -> Transaction | None:
     cached = getattr(conn, ROOT_ATTR, None)
     if cached is not None and cached[0] is block:
         return cached[1]
-    isolation, prevents = isolation_verdict(conn.alias)
+    isolation, prevents = connection_verdict(conn)
     txn = new_transaction(isolation=isolation, prevents_lost_update=prevents, database=conn.alias,
                           label=f"atomic({conn.alias})")
     setattr(conn, ROOT_ATTR, (block, txn))

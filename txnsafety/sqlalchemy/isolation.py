@@ -9,6 +9,11 @@ connection the Session begins:
   ``SERIALIZABLE``, and ``SERIALIZABLE`` anywhere prevent lost updates (the
   database raises a serialization error instead); ``READ COMMITTED`` and MySQL's
   ``REPEATABLE READ`` do not (Hermitage, P4).
+* MariaDB's ``REPEATABLE READ`` loses updates as MySQL's does, unless the
+  connection has ``innodb_snapshot_isolation`` on (MariaDB 10.6.18+, the default
+  from 11.6): a write to a row changed since the transaction's snapshot then fails
+  ("Record has changed since last read") instead of overwriting it, as on PostgreSQL.
+  The variable is asked of the connection with its level (unknown: off).
 * SQLite serializes writers, **but only when the transaction really began**.  The
   ``sqlite3`` driver in its default (legacy) mode sends no ``BEGIN`` until the
   first INSERT/UPDATE/DELETE, so the SELECTs of a Session run outside any
@@ -33,6 +38,10 @@ from sqlalchemy import event
 __all__ = ["Verdict", "verdict_for", "sqlite_transactions"]
 
 _LEVEL_KEY = "txnsafety.isolation_level"
+_SNAPSHOT_KEY = "txnsafety.innodb_snapshot_isolation"
+
+#: The verdict's level for MariaDB's REPEATABLE READ with ``innodb_snapshot_isolation`` on.
+MARIADB_SNAPSHOT = "REPEATABLE READ (innodb_snapshot_isolation)"
 
 #: Isolation levels that prevent lost updates, per dialect name.
 _PREVENTING: dict[str, frozenset[str]] = {
@@ -107,6 +116,26 @@ def _actual_level(connection: Any) -> str:
     return level
 
 
+def _mariadb_snapshot(connection: Any) -> bool:
+    """Whether this MariaDB connection has ``innodb_snapshot_isolation`` on (cached per
+    pooled connection, like its level).  A server without the variable: off."""
+    info = connection.connection.info
+    on = info.get(_SNAPSHOT_KEY)
+    if on is None:
+        try:
+            cursor = connection.connection.dbapi_connection.cursor()
+            try:
+                cursor.execute("SELECT @@SESSION.innodb_snapshot_isolation")
+                row = cursor.fetchone()
+            finally:
+                cursor.close()
+            on = bool(row and int(row[0]))
+        except Exception:  # MariaDB before 10.6.18 (an error does not end a MySQL transaction)
+            on = False
+        info[_SNAPSHOT_KEY] = on
+    return on
+
+
 _VERDICTS_KEY = "_txnsafety_verdicts"
 
 
@@ -147,6 +176,9 @@ def verdict_for(connection: Any) -> Verdict:
     if _autocommit(connection):
         return _verdict(connection, False, "AUTOCOMMIT", False)
     level = option or _actual_level(connection)
+    mariadb = getattr(connection.dialect, "is_mariadb", False)
+    if level == "REPEATABLE READ" and mariadb and _mariadb_snapshot(connection):
+        return _verdict(connection, True, MARIADB_SNAPSHOT, True)
     return _verdict(connection, True, level, level in _PREVENTING.get(dialect, _DEFAULT_PREVENTING))
 
 

@@ -98,6 +98,8 @@ def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
     declared = unique_keys.get(target, [])
     if check.lookup is not None and (not check.models or target in check.models):
         looked_up = frozenset(map(column, check.lookup))
+        if looked_up == PRIMARY_KEY and _primary_key_set_from_lookup(check, act, declared):
+            return True         # ``session.get(Config, key)`` then ``Config(key=key)``: a primary key named otherwise
         if act.columns is not None and not looked_up <= frozenset(map(column, act.columns)):
             return False        # the insert does not set the key the check looked up
         return any(key <= looked_up for key in declared + [PRIMARY_KEY])
@@ -106,6 +108,17 @@ def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
         # a new row gets a new id (an inherited ``id`` column must not settle every insert)
         declared = [key for key in declared if not key <= PRIMARY_KEY]
     return act.model is not None and covered(declared, act.columns)
+
+
+def _primary_key_set_from_lookup(check: Check, act: Act, declared: list) -> bool:
+    """A lookup by primary key (``session.get(M, value)``, ``get(pk=value)``) spells the key
+    ``id`` whatever its column's name; an insert that sets a declared key of the model itself
+    (the ``primary_key=True`` column ``key`` or ``code``, a unique column) collides with the
+    row a racing request inserts for the same value, instead of duplicating it."""
+    if act.columns is None:
+        return False
+    given = frozenset(map(column, act.columns))
+    return any(key and not key <= PRIMARY_KEY and key <= given for key in declared)
 
 
 def conflict_settles(check: Check, unique_key: bool, in_integrity_handler: bool,

@@ -73,3 +73,14 @@ def request_data(param: cst.Param) -> bool:
             return kind.endswith(_REQUEST_CLASSES)
     name = param.name.value
     return name in _REQUEST_PARAMS or name.endswith(tuple("_" + p for p in _REQUEST_PARAMS))
+
+
+def request_object(value: cst.BaseExpression) -> bool:
+    """Whether ``value`` builds a form or serializer (``EditUserForm(user)``,
+    ``ProfileForm(request.POST, instance=profile)``, ``UserSerializer(user, data=...)``): the
+    row it is given only fills in its initial values; what it holds once bound and validated
+    is the request's, so a value taken from it derives nothing from the read (a blind write:
+    ``user.primary_group_id = form.primary_group.data.id``)."""
+    if not isinstance(value, cst.Call):
+        return False
+    return dotted(value.func).rsplit(".", 1)[-1].endswith(_REQUEST_CLASSES)

@@ -17,7 +17,7 @@ from ..facts.syntax import (
     terminal, walk_nodes)
 from . import conditions, presence, row_streams, sqla_queries
 from ..facts.module_facts import GetInfo
-from ..facts.provenance import identity_only
+from ..facts.provenance import identity_only, request_object
 from ..facts.query_selection import Selection
 from ..facts.query_selection import request_row
 from ..facts.query_selection import is_constant, is_slice, state_columns
@@ -167,7 +167,7 @@ class AssignFacts:
             del self.entities[n]
         if n not in qs_set:
             self.querysets.pop(n, None)
-        keep_or_drop(self.taint, n, self.sources(value))
+        keep_or_drop(self.taint, n, set() if request_object(value) else self.sources(value))
         keep_or_drop(self.field_taint, n, self.fields_read(value))
         keep_or_drop(self.new_objects, n, self.constructed(value))
         if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():

@@ -32,6 +32,7 @@ from sqlalchemy import create_engine, event, select
 from sqlalchemy.orm import Mapper, Session, loading
 
 from fixtures.sqla_app.models import Account, reset
+from txnsafety.sqlalchemy import reads
 
 
 @pytest.fixture
@@ -77,6 +78,9 @@ def test_loading_instances_gets_every_orm_statement_with_its_lock_and_entities(e
     def capture(cursor, context):
         entities = [d.get("entity") for d in context.query.column_descriptions]
         seen.append((getattr(context.query, "_for_update_arg", None) is not None, entities))
+        # reads._entity_classes reads them off the compile state the statement ran with
+        compiled = [e.entity_zero.class_ for e in context.compile_state._entities if e.entity_zero.is_mapper]
+        assert compiled == entities and reads._entity_classes(context) == tuple(entities)
         return original(cursor, context)
 
     monkeypatch.setattr(loading, "instances", capture)

@@ -40,8 +40,7 @@ def _only_one_row(self: Any, raise_for_second_row: bool, raise_for_none: bool, s
     """Every ``first()``, ``scalar()``, ``one_or_none()``... (and ``Session.get``): one call and
     a type test when a row is found, so the parameters are spelled out (no ``**kwargs``)."""
     row = _original(self, raise_for_second_row, raise_for_none, scalar)
-    if (row is None or row is False or type(row) is int or (type(row) is _Row and len(row) == 1)) \
-            and settings.enabled and current_state()[0] is not None:
+    if type(row) in _MAYBE_CHECK and settings.enabled and current_state()[0] is not None:
         try:
             _check(self, row)
         except StompingError:
@@ -51,11 +50,19 @@ def _only_one_row(self: Any, raise_for_second_row: bool, raise_for_none: bool, s
     return row
 
 
+#: The types of what a check returns: None (no row), False (``exists()``), a count, or a one-column
+#: Row of one of those.  A mapped object (``Session.get()``, ``first()`` that found its row), the
+#: common case by far, fails one set look-up and costs nothing more.
+_MAYBE_CHECK = frozenset({type(None), bool, int, _Row})
+
+
 def _check(result: Any, row: Any) -> None:
     if type(row) is _Row:
-        row = row[0]
-        if row is not False and type(row) is not int:
+        if len(row) != 1:
             return
+        row = row[0]
+    if row is not None and row is not False and type(row) is not int:
+        return
     real = getattr(result, "_real_result", None) or result  # ScalarResult and the like
     cursor = getattr(real, "raw", None) or real  # an ORM result keeps the CursorResult it came from
     ctx = getattr(cursor, "context", None)       # the ExecutionContext: statement and connection
@@ -92,12 +99,20 @@ def _check(result: Any, row: Any) -> None:
     if not isinstance(model, type) or where is None or checker.write_policy(model) is None:
         return
     keys = _keys(model, where, ctx)
-    if keys:
+    if keys and not _unique_within(model, keys):
         scope = current_state()[0]
         txn = state.txn
         if txn is not None and _sqlite_legacy_mode(ctx.root_connection):
             txn = None  # the check's SELECT runs before any BEGIN of the request's: nothing serializes the pair
         check_then_act.note_lookup(scope, model, keys, kind, txn, limit=type(row) is int and row != 0)
+
+
+def _unique_within(model: type, keys: dict[str, Any]) -> bool:
+    """Whether a unique key of ``model`` lies within the lookup's keys (a primary-key lookup, a
+    ``unique=True`` column...): the database rejects a second insert of those values, so the
+    lookup is no check worth keeping (:func:`check_then_act.note_insert` would dismiss the pair
+    anyway; a count's too: the unique key rejects the insert itself)."""
+    return any(u <= keys.keys() for u in unique_keys(model))
 
 
 def _sqlite_legacy_mode(connection: Any) -> bool:

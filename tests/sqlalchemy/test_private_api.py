@@ -464,3 +464,16 @@ def test_objects_leave_a_session_through_detach_states(engine):
     finally:
         InstanceState._detach_states = original
     assert one is not again and calls == [[inspect(one)], [inspect(again)]]
+
+
+def test_the_execution_context_keeps_the_statement_it_runs_beside_the_cached_compiled_one(engine):
+    """lookups.py takes a check's keys from ``ExecutionContext.invoked_statement``: on a cache hit
+    ``compiled.statement`` is the statement compiled first for that shape, with its values."""
+    with Session(engine) as session:
+        contexts = [session.execute(select(Account).where(Account.owner == owner)).raw.context
+                    for owner in ("first", "second")]
+    first, second = contexts
+    assert first.compiled is second.compiled                                  # the engine's cache
+    assert second.compiled.statement is first.invoked_statement
+    assert second.invoked_statement.whereclause.right.effective_value == "second"
+    assert second.compiled_parameters[0] == {"owner_1": "second"}

@@ -8,9 +8,11 @@ those goes through ``Result._only_one_row`` (private; pinned by
 ``tests/sqlalchemy/test_private_api.py``), which is wrapped: one call and one test of
 the result per statement when a row is found (the statement and the Session come from the
 result's ``raw`` CursorResult: its ExecutionContext, its Connection).  The keys are the ``AND``-ed ``column ==
-value`` terms of the WHERE clause on the class's own table.  ``Session.get()`` of a
-missing primary key is no check worth noting (an insert with that key is rejected by
-the database).  The insert is the flush's ``after_insert`` (:mod:`.events`); its site
+value`` terms of the WHERE clause on the class's own table, with the values of the
+execution that runs (not of the statement the engine's cache compiled first for that
+shape).  ``Session.get()`` of a missing primary key, and any lookup whose keys a unique key
+covers, is no check worth noting (an insert with those values is rejected by the database):
+nothing is kept for it.  The insert is the flush's ``after_insert`` (:mod:`.events`); its site
 is the line that made the flush happen.
 """
 from __future__ import annotations

@@ -71,6 +71,12 @@ CASES = (
     Case("sqlalchemy-list", "bench_rows.py", "sqlalchemy", "sqlalchemy checked", low=10, high=60),
     Case("django-list", "bench_rows.py", "django", "django checked", low=10, high=60),
     Case("footprint", "bench_footprint.py", "sqlalchemy", "padded", default=False, postgres=False),
+    # issue 33's request shapes (bench_shapes.py): the same view as users write it
+    Case("shape-get", "bench_shapes.py", "get:bare", "get:checked"),
+    Case("shape-flask-get", "bench_shapes.py", "flask-get:bare", "flask-get:checked"),
+    Case("shape-scalars", "bench_shapes.py", "scalars:bare", "scalars:checked"),
+    Case("shape-filter-by-first", "bench_shapes.py", "filter-by-first:bare", "filter-by-first:checked"),
+    Case("shape-async-get", "bench_shapes.py", "async-get:bare", "async-get:checked"),
 )
 TITLES = {
     "sqlalchemy-request": "SQLAlchemy WSGI request, 20 reads + 5 writes",
@@ -78,6 +84,11 @@ TITLES = {
     "sqlalchemy-list": "SQLAlchemy list endpoint, 200 rows",
     "django-list": "Django list endpoint, 200 rows",
     "footprint": "SQLAlchemy WSGI request, plus bench_footprint.py's tight loop",
+    "shape-get": "session.get() request (SQLAlchemy 2.x, WSGI)",
+    "shape-flask-get": "session.get() request (Flask-SQLAlchemy)",
+    "shape-scalars": "select() + scalars().one() request (WSGI)",
+    "shape-filter-by-first": "Query.filter_by().first() request (WSGI)",
+    "shape-async-get": "AsyncSession.get() request (ASGI)",
 }
 
 

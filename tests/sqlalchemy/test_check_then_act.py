@@ -242,3 +242,20 @@ def test_a_check_in_an_awaited_helper_coroutine_pairs_with_its_callers_insert(st
     (violation,) = txnsafety_violations
     assert violation.code.value == "TXN105"
     assert violation.read_site.file == HERE and violation.read_site.function == "_member_taken"
+
+
+# -- what a check costs: nothing kept for a lookup a unique key settles ----------------------------
+
+def test_a_lookup_a_unique_key_covers_keeps_no_check(stack, txnsafety_violations):
+    """A lookup by primary key, or on columns a unique constraint covers, that found nothing is no
+    check (the database rejects a second insert): the request keeps nothing for it; a lookup on
+    columns no unique key covers is kept."""
+    with txnsafety.request_scope("POST /join/") as scope, stack.Auto() as session:
+        assert session.scalars(select(Member).where(Member.id == 5)).first() is None
+        assert session.query(Member).filter_by(id=6).first() is None
+        assert session.scalars(select(Claim).where(Claim.voucher == "V", Claim.user_id == 1)).first() is None
+        assert session.scalar(select(func.count()).select_from(Claim).filter_by(voucher="V", user_id=1)) == 0
+        assert not scope.lookups
+        assert session.scalars(select(Claim).where(Claim.voucher == "V")).first() is None
+        assert [entry[0] for entry in scope.lookups[Claim]] == [frozenset({("voucher", "V")})]
+    assert txnsafety_violations == []

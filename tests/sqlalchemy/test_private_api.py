@@ -32,6 +32,7 @@ from sqlalchemy import create_engine, event, select
 from sqlalchemy.orm import Mapper, Session, loading
 
 from fixtures.sqla_app.models import Account, reset
+from txnsafety.sqlalchemy import reads
 
 
 @pytest.fixture
@@ -77,6 +78,9 @@ def test_loading_instances_gets_every_orm_statement_with_its_lock_and_entities(e
     def capture(cursor, context):
         entities = [d.get("entity") for d in context.query.column_descriptions]
         seen.append((getattr(context.query, "_for_update_arg", None) is not None, entities))
+        # reads._entity_classes reads them off the compile state the statement ran with
+        compiled = [e.entity_zero.class_ for e in context.compile_state._entities if e.entity_zero.is_mapper]
+        assert compiled == entities and reads._entity_classes(context) == tuple(entities)
         return original(cursor, context)
 
     monkeypatch.setattr(loading, "instances", capture)
@@ -460,3 +464,16 @@ def test_objects_leave_a_session_through_detach_states(engine):
     finally:
         InstanceState._detach_states = original
     assert one is not again and calls == [[inspect(one)], [inspect(again)]]
+
+
+def test_the_execution_context_keeps_the_statement_it_runs_beside_the_cached_compiled_one(engine):
+    """lookups.py takes a check's keys from ``ExecutionContext.invoked_statement``: on a cache hit
+    ``compiled.statement`` is the statement compiled first for that shape, with its values."""
+    with Session(engine) as session:
+        contexts = [session.execute(select(Account).where(Account.owner == owner)).raw.context
+                    for owner in ("first", "second")]
+    first, second = contexts
+    assert first.compiled is second.compiled                                  # the engine's cache
+    assert second.compiled.statement is first.invoked_statement
+    assert second.invoked_statement.whereclause.right.effective_value == "second"
+    assert second.compiled_parameters[0] == {"owner_1": "second"}

@@ -51,7 +51,7 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 
 from .. import checker
 from ..config import settings
-from ..context import Transaction, current_scope, current_state, new_transaction
+from ..context import Transaction, current_scope, current_state, new_transaction, request_of_locks
 from ..policies import Policy
 from ..report import StompingError
 from . import detached, reads
@@ -151,11 +151,16 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
     installed-but-off list request one to two points).  Switched on again in the middle of
     a transaction, that transaction goes unchecked (no state: no read noted, no write
     judged); the next one is checked.  A state kept stale instead would name an ended
-    transaction.
+    transaction.  In a request the sample leaves out (``sample_rate``) nothing is noted
+    either, but a state the Session has (a long-lived Session's notes of the objects it read
+    in checked requests) is left as it is: that request's hooks all return at its missing
+    scope, and the next checked transaction starts the state again.
     """
     if not settings.enabled:
         session.info.pop(INFO_KEY, None)
         return
+    if current_state()[0] is None and request_of_locks() is not None:
+        return  # a request the sample leaves out runs as if the checker were off (its notes stay)
     state = session.info.get(INFO_KEY)
     if state is None:
         state = session.info[INFO_KEY] = SessionState()

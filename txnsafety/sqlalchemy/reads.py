@@ -79,49 +79,59 @@ def _instances(cursor: Any, context: Any) -> Any:
     rows are made (:func:`_noted_chunks`): a generator put in front of every statement's
     rows cost the SQLAlchemy request about 3 points (docs/performance.md).
 
-    The common statement (no refresh, not FOR UPDATE, not streamed, no read site wanted)
-    is noted inline, as :func:`statement_read` would note it: every statement of every
-    request passes here, and each Python call costs the request about a tenth of a point.
-    It shares the previous common statement's read tuple (``SessionState.window``) when
-    nothing has ticked since (``RequestScope.last``: no write, lock or other read between
-    them) in the same transaction under the same leases: the two reads cannot be told
-    apart by anything the checker orders them against, and a tuple made per statement
-    cost the request about half a point (docs/performance.md, eighth round).
+    The common statement (no refresh, not FOR UPDATE, not streamed, no read site wanted) is
+    noted inline, as :func:`statement_read` would note it, sharing the previous common
+    statement's read when nothing ticked since (:func:`_shared_read`); the rest goes to
+    :func:`_instances_noted`.  Every statement of every request passes here, and each Python
+    call costs the request about a tenth of a point: the common path makes none of its own.
     """
-    if not settings.enabled:
+    scope, _, leases = current_state()
+    if scope is None:  # no request, or one the sample leaves out: first, as they pay least then
         return _original_instances(cursor, context)
     session = context.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
-    if session_state is None:
-        return _original_instances(cursor, context)  # a Session not instrumented
-    scope, _, leases = current_state()
-    if scope is None:
-        return _original_instances(cursor, context)  # no request
-    refresh_state = context.load_options._refresh_state  # private; pinned by test
-    if (refresh_state is None and getattr(context.query, "_for_update_arg", None) is None and not context.yield_per
-            and not sites_wanted and settings.read_sites != "always"):
-        result = _original_instances(cursor, context)
-        if not result.dynamic_yield_per and not context.execution_options.get("prebuffer_rows", False):
-            txn = session_state.txn
-            try:  # statement_read's tuple: nothing FOR UPDATE, no site; the previous
-                # statement's when nothing ticked since it
-                read = session_state.window
-                if (read is None or read[1] != scope.last or read[0] is not scope.token or read[2] is not txn
-                        or read[3] is not leases):
-                    now = scope.last = next(scope._clock)
-                    read = session_state.window = (scope.token, now, txn, leases, False, False, None, None)
-                session_state.reads[context.runid] = read
-            except Exception:
-                log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
-                return result
-            if txn is not None:  # _track, inline
-                last = session_state.last
-                session_state.last = context
-                if last is not None and not hasattr(last, "partials"):
-                    _keep(session_state, last)
-            return result
+    if session_state is None or not settings.enabled:
+        return _original_instances(cursor, context)  # a Session not instrumented, or the checker off
+    if (context.load_options._refresh_state is not None  # private; pinned by test
+            or getattr(context.query, "_for_update_arg", None) is not None or context.yield_per
+            or sites_wanted or settings.read_sites == "always"):
+        return _instances_noted(cursor, context, session_state, scope)
+    result = _original_instances(cursor, context)
+    if result.dynamic_yield_per or context.execution_options.get("prebuffer_rows", False):
         return _noted(result, session_state, context, None)
+    txn = session_state.txn
+    try:  # statement_read's tuple (nothing FOR UPDATE, no site), or the previous statement's
+        read = session_state.window
+        if (read is None or read[1] != scope.last or read[0] is not scope.token or read[2] is not txn
+                or read[3] is not leases):
+            read = _new_window(session_state, scope, txn, leases)
+        session_state.reads[context.runid] = read
+    except Exception:  # (free on CPython 3.11+ until raised)
+        log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
+        return result
+    if txn is not None:  # _track, inline
+        last = session_state.last
+        session_state.last = context
+        if last is not None and not hasattr(last, "partials"):
+            _keep(session_state, last)
+    return result
+
+
+def _new_window(session_state: Any, scope: Any, txn: Any, leases: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A new shared read for the common statements from now on (something ticked since the last
+    one, or the transaction or the leases changed): two reads sharing a tick cannot be told apart by
+    anything ticks order reads against (docs/performance.md, eighth round)."""
+    now = scope.last = next(scope._clock)
+    read = session_state.window = (scope.token, now, txn, leases, False, False, None, None)
+    return read
+
+
+def _instances_noted(cursor: Any, context: Any, session_state: Any, scope: Any) -> Any:
+    """A statement off the common path: a refresh (its object's read before it is kept, for a
+    partial one), a FOR UPDATE statement (its row lock noted before its rows are made), a
+    streamed one, or one whose read site is wanted."""
     refreshed = None
+    refresh_state = context.load_options._refresh_state
     if refresh_state is not None:
         try:  # before the refresh gives the state a new runid
             refreshed = (refresh_state, read_of(refresh_state))
@@ -319,6 +329,14 @@ def _report_rows_locked_outside(rows: list[Any], runid: int) -> None:
 
 
 def _entity_classes(context: Any) -> tuple[type, ...]:
+    """The mapped classes the statement selects (not aliased ones), as its ``column_descriptions``
+    name them, read from the compile state the statement was run with (private; pinned by test):
+    ``column_descriptions`` builds a new one, about 20 us, once per FOR UPDATE statement."""
+    try:
+        return tuple(e.entity_zero.class_ for e in context.compile_state._entities
+                     if getattr(getattr(e, "entity_zero", None), "is_mapper", False))
+    except Exception:
+        pass
     try:
         return tuple(d["entity"] for d in context.query.column_descriptions if isinstance(d.get("entity"), type))
     except Exception:  # a statement without ORM entities

@@ -1,0 +1,105 @@
+"""The checker's own Python work per request, in bytecodes executed, by function: exact and in seconds.
+
+Instruction counts (``count_instructions.py``) are exact for one memory layout, but the
+SQLAlchemy request's own work moves by up to three points from layout to layout, so a
+change worth a few tenths of a point needs several layouts and half an hour to show.
+This counts what the checker itself executes instead: every bytecode run in a frame of
+``txnsafety/`` (``sys.settrace`` with opcode events, during ``--calls`` requests of one
+``bench_shapes.py`` contender after five untimed ones), per request and per function,
+with the calls made.  It is the same from run to run and layout to layout (a sampled
+contender draws from a seeded generator), takes seconds, and says which function a
+change moved.  What it does not see: the C code those bytecodes call (dict and
+attribute look-ups, SQLAlchemy's compiled parts), the work of SQLAlchemy's own event
+dispatch for the checker's listeners, and time: a bytecode is not a fixed cost.
+
+    python benchmarks/count_checker_bytecodes.py --shape get              # every request checked
+    python benchmarks/count_checker_bytecodes.py --shape get --state sampled --rate 0
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import random
+import sys
+import tempfile
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import txnsafety  # noqa: E402
+from benchmarks import bench_shapes  # noqa: E402
+from benchmarks import bench_sqlalchemy as sa  # noqa: E402
+
+OURS = os.path.join(os.path.dirname(HERE), "txnsafety") + os.sep
+
+
+class Counter:
+    """Bytecodes and calls of ``txnsafety/`` frames, keyed ``module.py:function``."""
+
+    def __init__(self) -> None:
+        self.ops: collections.Counter[str] = collections.Counter()
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def trace(self, frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if not code.co_filename.startswith(OURS):
+            return None
+        key = f"{os.path.basename(code.co_filename)}:{code.co_name}"
+        self.calls[key] += 1
+        frame.f_trace_opcodes = True
+        ops = self.ops
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "opcode":
+                ops[key] += 1
+            return local
+        return local
+
+
+def count(shape_name: str, state: str, rate: float, calls: int, postgres: str | None) -> Counter:
+    shape = {s.name: s for s in bench_shapes.SHAPES}[shape_name]
+    sa.watch_reports()
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = sa.prepared_engine(tmp, postgres)
+        url = engine.url.render_as_string(hide_password=False)
+        contender = bench_shapes.contenders(shape, engine, url, rate)[state]
+        contender.setup()
+        sampled, txnsafety.settings.sample_rate = txnsafety.settings.sample_rate, 1.0
+        for _ in range(5):  # warm, checked: each write site's first judgement reads its source (once)
+            contender.run()
+        txnsafety.settings.sample_rate = sampled
+        random.seed(0)  # the sample's draws (scopes._draw is random.random)
+        counter = Counter()
+        sys.settrace(counter.trace)
+        try:
+            for _ in range(calls):
+                contender.run()
+        finally:
+            sys.settrace(None)
+        engine.dispose()
+    return counter
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=[s.name for s in bench_shapes.SHAPES], default="get")
+    parser.add_argument("--state", choices=["checked", "sampled"], default="checked")
+    parser.add_argument("--rate", type=float, default=bench_shapes.SAMPLE_RATE, help="the sampled state's rate")
+    parser.add_argument("--calls", type=int,
+                        help="requests counted (default 20; sampled: 200, so that the share checked is near the rate)")
+    parser.add_argument("--top", type=int, default=15, help="functions listed (0: the total only)")
+    parser.add_argument("--postgres", metavar="URL")
+    args = parser.parse_args()
+    args.calls = args.calls or (200 if args.state == "sampled" else 20)
+    counter = count(args.shape, args.state, args.rate, args.calls, args.postgres)
+    total, calls = sum(counter.ops.values()) / args.calls, sum(counter.calls.values()) / args.calls
+    rate = f" at {args.rate:g}" if args.state == "sampled" else ""
+    print(f"{args.shape} {args.state}{rate}: {total:.0f} checker bytecodes per request, {calls:.0f} calls")
+    for key, ops in counter.ops.most_common(args.top):
+        print(f"  {ops / args.calls:8.0f} {counter.calls[key] / args.calls:7.1f}  {key}")
+
+
+if __name__ == "__main__":
+    main()

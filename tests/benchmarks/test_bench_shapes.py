@@ -1,0 +1,64 @@
+"""benchmarks/bench_shapes.py: issue 33's request shapes stay benchmarked.
+
+A shape cannot silently leave the benchmarks: the list below is the one issue 33 asks for,
+and each shape must be served by ``bench_shapes.py`` in every state (bare, checked, a tenth
+checked), counted by ``count_instructions.py`` and given figures in ``docs/performance.md``.
+Then a smoke run: one round of every shape, in this process (the script itself fails if
+the checker reports anything: the requests are safe).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = str(REPO / "benchmarks" / "bench_shapes.py")
+sys.path.insert(0, str(REPO))
+
+from benchmarks.count_instructions import CASES, TITLES  # noqa: E402
+
+#: issue 33: session.get()-heavy requests (SQLAlchemy 2.x and Flask-SQLAlchemy), select() + scalars(),
+#: Query.filter_by().first(), async (AsyncSession).
+SHAPES = ["get", "flask-get", "scalars", "filter-by-first", "async-get"]
+STATES = ["bare", "checked", "sampled"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_every_shape_is_served_in_every_state():
+    done = _run("--list")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{shape}:{state}" for shape in SHAPES for state in STATES]
+
+
+def test_every_shape_is_counted_by_count_instructions():
+    counted = {case.name: case for case in CASES if case.script == "bench_shapes.py"}
+    assert sorted(counted) == sorted(f"shape-{shape}" for shape in SHAPES)
+    for shape in SHAPES:
+        case = counted[f"shape-{shape}"]
+        assert (case.bare, case.checked, case.default, case.postgres) == (f"{shape}:bare", f"{shape}:checked",
+                                                                          True, True)
+        assert case.name in TITLES
+
+
+def test_every_shape_has_figures_in_the_performance_notes():
+    notes = (REPO / "docs" / "performance.md").read_text()
+    section = notes.split("## Ninth round", 1)[1].split("\n## ", 1)[0]
+    for shape in SHAPES:
+        assert f"| `{shape}` |" in section, shape
+
+
+def test_one_round_of_every_shape_runs_and_reports_each_figure():
+    done = _run("--processes", "1", "--rounds", "1", "--per-round", "1", "--in-process")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for shape in SHAPES:
+        line = next(line for line in done.stdout.splitlines() if line.strip().startswith(f"{shape}: checked"))
+        assert "sampled" in line, done.stdout
+
+
+def test_a_contender_can_be_served_alone():
+    done = _run("--loop", "async-get:checked", "--calls", "2")
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

@@ -71,9 +71,17 @@ def test_static_findings_land_on_racy_handlers_only(demo_run):
 def test_each_report_has_sites_and_the_race_behind_it(demo_run):
     _, data, _ = demo_run
     assert {r["code"] for r in data["reports"]} == {"TXN101", "TXN102", "TXN103", "TXN105", "TXN109"}
+    # a check-then-act is reported whether or not a duplicate happened (the check is what is
+    # judged); its picture has a second request only when one inserted in between, which the
+    # run's damage says (a loaded machine may serialize the requests of a whole run)
+    duplicated = {(c["slug"], server) for c in data["classes"]
+                  for server, result in c["variants"][0]["results"].items() if result["damage"]}
     for report in data["reports"]:
         assert "endpoints.py:" in report["write_site"] and "endpoints.py:" in report["read_site"]
         lanes = report["timeline"]
+        if report["code"] == "TXN105" and (report["class_slug"], report["server"]) not in duplicated:
+            assert len(lanes) == 1, report          # the reported request alone: nothing raced it
+            continue
         assert len(lanes) == 2, report
         ops = [e["op"] for lane in lanes for e in lane["events"]]
         assert "write" in ops and ("read" in ops or report["code"] == "TXN105")  # a count reads no row

@@ -239,6 +239,22 @@ def insert_keys(node: cst.CSTNode) -> Optional[frozenset[str]]:
     return frozenset(keys)
 
 
+def columns_reading(node: cst.CSTNode, names: set) -> frozenset[str]:
+    """The columns an insert (as :func:`insert_keys` reads it) sets from a value that reads one
+    of ``names``: ``number`` of ``Invoice.objects.create(number=last + 1, ...)`` for ``{"last"}``."""
+    if not isinstance(node, cst.Call):
+        return frozenset()
+    call = node
+    if terminal(node) in ("add", "save", "put"):
+        inner = node.args[0].value if terminal(node) == "add" and node.args else \
+            (node.func.value if isinstance(node.func, cst.Attribute) else None)
+        if not isinstance(inner, cst.Call):
+            return frozenset()
+        call = inner
+    return frozenset(arg.keyword.value for arg in call.args
+                     if arg.keyword is not None and names & set(names_in(arg.value)))
+
+
 def walk_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [node]
     while stack:

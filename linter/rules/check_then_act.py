@@ -29,7 +29,7 @@ import os
 
 from ..facts.constraints import column, covered
 from ..facts.model import Act, ActKind, Check, CheckKind, Confidence, Finding
-from ..facts.syntax import CONTEXT_NAMES
+from ..facts.syntax import CONTEXT_NAMES, columns_reading
 from ..flow.events import Acted, AggregateStored, CallResolved
 from .get_or_create import note_settled
 from ..facts.module_facts import UNPROTECTED_POLICIES
@@ -110,6 +110,16 @@ def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
     return act.model is not None and covered(declared, act.columns)
 
 
+def _computed_column_unique(check: Check, model: Optional[str], columns: frozenset, unique_keys: dict) -> bool:
+    """An aggregate (``Max("number") + 1``) stored in a column a declared unique key covers
+    (alone or with its scope: ``(tenant, number)``): two requests that compute the same number
+    collide on the key instead of saving it twice, which is the fix the finding recommends."""
+    if check.kind is not CheckKind.AGGREGATE or model is None or not columns:
+        return False
+    keys = [key for key in unique_keys.get(model, []) if not key <= PRIMARY_KEY]
+    return any(column(c) in key for key in keys for c in columns)
+
+
 def _primary_key_set_from_lookup(check: Check, act: Act, declared: list) -> bool:
     """A lookup by primary key (``session.get(M, value)``, ``get(pk=value)``) spells the key
     ``id`` whatever its column's name; an insert that sets a declared key of the model itself
@@ -185,7 +195,8 @@ def on_act(fa: "FunctionState", event: Acted) -> None:
     check = pending[-1]
     for c in pending:
         c.used = True
-    unique = unique_key_settles(check, act, fa.mod.cfg.unique_keys)
+    unique = unique_key_settles(check, act, fa.mod.cfg.unique_keys) or \
+        _computed_column_unique(check, act.model, columns_reading(node, check.names), fa.mod.cfg.unique_keys)
     if unique and check.kind is not CheckKind.UPDATED:
         note_settled(fa, check, act, node)    # the get-or-create contract
     if conflict_settles(check, unique, fa.integrity_depth > 0, fa.reapplying_depth > 0):
@@ -203,10 +214,13 @@ def on_aggregate_stored(fa: "FunctionState", event: AggregateStored) -> None:
     row will be saved with comes from an aggregate read just before; the save is the
     caller's, so the finding is where the value is stored (subscribed to ``AGGREGATE_STORED``)."""
     held = {id(s) for s in event.scopes}
+    model = fa.qualname.split(".", 1)[0] if fa.is_method else None
     for check in fa.checks:
         if check.kind is CheckKind.AGGREGATE and not check.used and check.names & event.used and \
                 not (check.locked and {id(x) for x in check.stack} <= held):
             check.used = True
+            if _computed_column_unique(check, model, frozenset({event.target.attr.value}), fa.mod.cfg.unique_keys):
+                return      # the column is declared unique: a racing save fails instead of repeating it
             target = f"self.{event.target.attr.value}"
             fa.report(event.target, "TXN105", stored_aggregate_message(check, target, event.line),
                       assessment=severity.of_check(check, None))

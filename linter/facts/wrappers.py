@@ -19,16 +19,20 @@ Real code rarely writes ``transaction.atomic()`` at every call site.  It wraps i
 
 A ``with locked_account(pk):`` block or an ``@in_transaction`` function runs inside
 the transaction, so the linter treats these names as transactions (as if listed in
-``transactions``).  Found from the ``ast`` alone; under ``txnsafety lint`` the names
-are collected over every file first, so a wrapper declared in ``utils.py`` counts in
-``views.py``.
+``transactions``).  Wrappers of wrappers count too, at any depth and across modules: a
+context manager whose ``yield`` sits inside ``with locked_account(pk):``, or a decorator whose
+wrapper calls the function inside ``with in_txn():``, opens the same transaction.  Each
+file keeps which names its context managers and decorators open (``FileFacts.openers``),
+and the project's wrappers are found from them to a fixed point (``_wrappers_of_wrappers``).
+Found from the ``ast`` alone; under ``txnsafety lint`` the names are collected over every
+file first, so a wrapper declared in ``utils.py`` counts in ``views.py``.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
 import re
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from .config import LOCKS, TRANSACTIONS, Config, name_matches
 from .constraints import class_bases, inherit_keys, manager_attributes, unique_keys
@@ -56,13 +60,14 @@ def _dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
-def _opening_withs(func: ast.AST, names: frozenset[str]) -> Iterable[ast.AST]:
-    """``with`` statements in ``func`` (not in nested functions) that open one of ``names``."""
+def _opening_withs(func: ast.AST, names: Optional[frozenset[str]]) -> Iterable[ast.AST]:
+    """``with`` statements in ``func`` (not in nested functions) that open one of ``names``
+    (None: every ``with``)."""
     stack = list(getattr(func, "body", []))
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.With, ast.AsyncWith)) and any(
-                name_matches(_dotted(item.context_expr), names) for item in node.items):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and (names is None or any(
+                name_matches(_dotted(item.context_expr), names) for item in node.items)):
             yield node
         for child in ast.iter_child_nodes(node):
             if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
@@ -94,14 +99,57 @@ def _returns_one(func: ast.AST, names: frozenset[str]) -> bool:
 def _is_wrapper(func: ast.FunctionDef | ast.AsyncFunctionDef, names: frozenset[str]) -> bool:
     if _returns_one(func, names):
         return True
+    return bool(_wrapping_withs(func, names))
+
+
+def _wrapping_withs(func: ast.FunctionDef | ast.AsyncFunctionDef, names: Optional[frozenset[str]]) -> list:
+    """The ``with`` statements that make ``func`` a wrapper of what they open (of ``names``;
+    None: of anything): a context manager's ``with`` around its ``yield``, or a decorator's
+    (or decorator factory's) ``with`` in which the wrapper calls the wrapped function, a
+    parameter of an enclosing function."""
     decorators = {_dotted(d).rsplit(".", 1)[-1] for d in func.decorator_list}
     if decorators & _CONTEXT_MANAGER_DECORATORS:
-        return any(_contains(w, (ast.Yield, ast.YieldFrom)) for w in _opening_withs(func, names))
-    # a decorator (or a decorator factory): the wrapper it returns calls the wrapped
-    # function, a parameter of an enclosing function, inside the transaction
+        return [w for w in _opening_withs(func, names) if _contains(w, (ast.Yield, ast.YieldFrom))]
     nested = [n for n in ast.walk(func) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not func]
     params = {a.arg for f in [func] + nested for a in f.args.args + f.args.posonlyargs + f.args.kwonlyargs}
-    return any(_calls_param(w, params) for c in nested for w in _opening_withs(c, names))
+    return [w for c in nested for w in _opening_withs(c, names) if _calls_param(w, params)]
+
+
+#: cheap text test before the walk for openers: an indented ``with`` and a ``yield`` or a nested ``def``
+_OPENER_HINT = re.compile(r"^[ \t]+(?:async[ \t]+)?with\b", re.M)
+_OPENER_SHAPE = re.compile(r"\byield\b|^[ \t]+(?:async[ \t]+)?def\b", re.M)
+
+
+def openers(text: str, tree: ast.AST) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The module's context managers and decorators with the names their wrapping ``with``
+    statements open, whatever those are (``in_txn`` -> ``{"locked_account"}``): what a
+    project-wide fixed point needs to find wrappers of the project's own wrappers."""
+    if not _OPENER_HINT.search(text) or not _OPENER_SHAPE.search(text):
+        return ()
+    found = []
+    for func in tree_nodes(tree).functions:
+        opened = frozenset(n for w in _wrapping_withs(func, None) for item in w.items
+                           if (n := _dotted(item.context_expr)))
+        if opened:
+            found.append((func.name, opened))
+    return tuple(sorted(found, key=lambda pair: pair[0]))
+
+
+def _wrappers_of_wrappers(txns: set[str], locks: set[str], txn_names: frozenset[str],
+                          lock_names: frozenset[str], all_openers: Sequence[tuple[str, frozenset[str]]]) -> None:
+    """Add to ``txns`` and ``locks`` the functions that open one of them (or a preset), to a
+    fixed point: a wrapper of a wrapper of ``atomic()`` is a transaction too."""
+    changed = True
+    while changed:
+        changed = False
+        known_txns, known_locks = txn_names | txns, lock_names | locks
+        for name, opened in all_openers:
+            if name not in txns and any(name_matches(n, known_txns) for n in opened):
+                txns.add(name)
+                changed = True
+            elif name not in locks and name not in txns and any(name_matches(n, known_locks) for n in opened):
+                locks.add(name)
+                changed = True
 
 
 def _may_open(nodes: TreeNodes, names: frozenset[str]) -> bool:
@@ -156,6 +204,8 @@ class FileFacts:
     relations: tuple[tuple[str, frozenset[str]], ...] = ()
     #: class -> its bases' names: unique keys pass to subclasses (constraints.inherit_keys)
     bases: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: context managers and decorators -> the names they open (``openers``): wrappers of wrappers
+    openers: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
@@ -166,7 +216,7 @@ def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
                      tuple((model, tuple(found)) for model, found in keys.items()),
                      manager_attributes([(source, tree)]),
                      tuple(sorted(relations([(source, tree)]).items())),
-                     tuple(sorted(class_bases(tree).items())))
+                     tuple(sorted(class_bases(tree).items())), openers(source, tree))
 
 
 def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
@@ -178,14 +228,19 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     managers: set[str] = set()
     related: dict[str, set[str]] = {}
     bases: dict[str, tuple[str, ...]] = {}
+    all_openers: list[tuple[str, frozenset[str]]] = []
     for f in facts:
         bases.update(f.bases)
         txns |= f.transactions
         locks |= f.locks
         managers |= f.managers
+        all_openers.extend(f.openers)
         merge_relations(related, f.relations)
         for model, found in f.unique_keys:
             keys.setdefault(model, []).extend(found)
+    if all_openers:
+        _wrappers_of_wrappers(txns, locks, _preset(TRANSACTIONS, cfg.transactions | cfg.retrying_transactions),
+                              _preset(LOCKS, cfg.locks), all_openers)
     if not txns and not locks and not keys and not managers and not related:
         return cfg
     merged = dict(cfg.unique_keys)

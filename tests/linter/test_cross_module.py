@@ -110,3 +110,50 @@ def test_module_alias_chain_three_calls_down(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1, out                   # no TXN108 in _credit: every chain is in atomic()
     assert "views.py:12:" in out[0] and "TXN103" in out[0] and "services.py lines 13/15" in out[0]
+
+
+def test_a_wrapper_of_a_wrapper_in_another_module_is_a_transaction(tmp_path, capsys):
+    """``views`` enters ``audit.audited()``, a context manager around ``db.in_txn()``, itself
+    around ``transaction.atomic()``: the locking read is inside a transaction, from the index
+    (the facts of each file, joined to a fixed point) as from a fresh run."""
+    pkg = tmp_path / "app"
+    pkg.mkdir()
+    (tmp_path / "pyproject.toml").write_text("[tool.txnsafety]\n")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "db.py").write_text(textwrap.dedent("""\
+        import contextlib
+        from django.db import transaction
+
+
+        @contextlib.contextmanager
+        def in_txn():
+            with transaction.atomic():
+                yield
+        """))
+    (pkg / "audit.py").write_text(textwrap.dedent("""\
+        import contextlib
+        from .db import in_txn
+
+
+        @contextlib.contextmanager
+        def audited(what):
+            with in_txn():
+                yield what
+        """))
+    views = textwrap.dedent("""\
+        from shop.models import Account
+        from .audit import audited
+
+
+        def pay(pk):
+            with {wrapper}("pay"):
+                account = Account.objects.select_for_update().get(pk=pk)
+                account.balance -= 1
+                account.save()
+        """)
+    (pkg / "views.py").write_text(views.format(wrapper="audited"))
+    for args in (["--no-cache"], [], []):           # fresh, cold index, warm index
+        assert main([str(tmp_path), *args]) == 0, capsys.readouterr().out
+    (pkg / "views.py").write_text(views.format(wrapper="open"))    # not a transaction
+    assert main([str(tmp_path)]) == 1
+    assert "views.py:7:" in capsys.readouterr().out

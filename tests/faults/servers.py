@@ -124,7 +124,11 @@ class OwnRedis(OwnServer):
 
 
 class OwnSentinel(OwnServer):
-    """A Redis Sentinel watching ``master_port`` as ``service`` (quorum 1, fast failover)."""
+    """A Redis Sentinel watching ``master_port`` as ``service`` (quorum 1, fast failover).
+
+    ``down-after-milliseconds`` is 4 s, not the 1 s that would fail over sooner: on a loaded
+    2-core machine a live master can miss a second of Sentinel's pings, and a failover before
+    the test kills the master puts its "unreplicated" grant on the new master (a CI flake)."""
 
     what, binary = "redis-sentinel", "redis-server"
 
@@ -134,7 +138,7 @@ class OwnSentinel(OwnServer):
         self.conf.write_text(
             f"port {self.port}\nbind 127.0.0.1\nprotected-mode no\ndir {workdir}\n"
             f"sentinel monitor {service} 127.0.0.1 {master_port} 1\n"
-            f"sentinel down-after-milliseconds {service} 1000\n"
+            f"sentinel down-after-milliseconds {service} 4000\n"
             f"sentinel failover-timeout {service} 5000\n")
 
     def argv(self) -> list[str]:

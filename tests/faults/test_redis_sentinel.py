@@ -98,6 +98,9 @@ def test_lock_follows_a_sentinel_failover(sentinel_setup: SentinelSetup) -> None
     # dropped when the master dies (asynchronous replication)
     sentinel_setup.link.stall()
     lost_ctx, unreplicated = _acquire_through_failover(backend, "unreplicated", lease=60)
+    # the grant must be on the master about to die: a failover already under way would put
+    # it on the survivor, and the test would show nothing about unreplicated grants
+    assert sentinel_setup.master_port() == old_master, "Sentinel failed over before the kill"
     sentinel_setup.master.kill9()
     sentinel_setup.link.cut()
     sentinel_setup.link.resume()

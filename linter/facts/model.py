@@ -6,7 +6,22 @@ import enum
 from typing import Optional
 
 
-class Confidence(enum.IntEnum):
+class _Level(enum.IntEnum):
+    """A three-step scale a setting names by its lower-case label (``min-confidence = "low"``)."""
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> "_Level":
+        try:
+            return cls[str(text).strip().upper()]
+        except KeyError:
+            raise ValueError(f"expected one of low, medium, high, not {text!r}") from None
+
+
+class Confidence(_Level):
     """How sure a finding is that the write can be lost, from what the source shows.
 
     ``HIGH``: a value derived from the read is written back (a counter, an appended list, a
@@ -22,19 +37,8 @@ class Confidence(enum.IntEnum):
     MEDIUM = 2
     HIGH = 3
 
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
-    @classmethod
-    def parse(cls, text: str) -> "Confidence":
-        try:
-            return cls[str(text).strip().upper()]
-        except KeyError:
-            raise ValueError(f"expected one of low, medium, high, not {text!r}") from None
-
-
-class Severity(enum.IntEnum):
+class Severity(_Level):
     """How much a finding is worth fixing first: how likely the race is and what it costs.
 
     Beside :class:`Confidence` (how sure the analysis is), as bandit keeps severity and
@@ -47,17 +51,6 @@ class Severity(enum.IntEnum):
     LOW = 1
     MEDIUM = 2
     HIGH = 3
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
-
-    @classmethod
-    def parse(cls, text: str) -> "Severity":
-        try:
-            return cls[str(text).strip().upper()]
-        except KeyError:
-            raise ValueError(f"expected one of low, medium, high, not {text!r}") from None
 
 
 @dataclasses.dataclass(frozen=True)

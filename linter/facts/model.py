@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Optional
+from typing import Mapping, Optional
 
 
 class _Level(enum.IntEnum):
@@ -153,6 +153,8 @@ class Entity:
     policy: Optional[str] = None
     #: the columns the read's lookup compared for equality (None: not known)
     lookup: Optional[frozenset] = None
+    #: what the lookup's values are made from (``facts.syntax.lookup_values``)
+    lookup_values: frozenset = frozenset()
     #: the columns the read selected the row by state (``status="new"``, ``lock__lt=t``:
     #: ``facts/query_selection.py``): a later write of one is the set of a compare-and-set (``rules/claim.py``)
     state: frozenset = frozenset()
@@ -203,10 +205,15 @@ class Check:
     keys: Optional[set] = None
     #: the columns the lookup compared for equality (None: not known)
     lookup: Optional[frozenset] = None
+    #: what the lookup's values are made from (``facts.syntax.lookup_values``)
+    lookup_values: frozenset = frozenset()
     #: after the ``if`` (or ``try``) that made the check has ended without leaving in one
     #: branch, only an act that uses a name assigned in its branches depends on it
     closed: bool = False
     carried: frozenset = frozenset()
+    #: for the rows an update matched: whether the update's values are made from the row's
+    #: own columns (``facts.syntax.update_changes_relative``; unknown counts as relative)
+    relative: bool = True
     #: inside the branch where the row was found (``if q.exists(): ...``): an insert there is
     #: not the one the check guards
     suspended: bool = False
@@ -233,3 +240,6 @@ class Act:
     #: the columns an insert sets (None: not visible)
     columns: Optional[frozenset]
     entity: Optional[Entity] = None
+    #: for an insert: columns seen set and what each value is made from
+    #: (``facts.syntax.value_origins``), possibly not all of them (None: none seen)
+    values: Optional[Mapping[str, frozenset]] = None

@@ -46,7 +46,7 @@ def protection_needed(policy: Optional[str]) -> Need:
 
 class GetInfo:
     __slots__ = ("model", "getter", "key", "framework", "for_update", "locked", "maybe_none",
-                 "session", "lookup", "state")
+                 "session", "lookup", "lookup_values", "state")
 
     def __init__(self, model, getter, key, framework, for_update=False, locked=False,
                  maybe_none=False):
@@ -60,6 +60,7 @@ class GetInfo:
         self.session = None
         #: the columns the lookup compared for equality (None: not known)
         self.lookup = None
+        self.lookup_values: frozenset = frozenset()
         #: the columns the query selected its rows by state (``selection.state_columns``)
         self.state: frozenset = frozenset()
 

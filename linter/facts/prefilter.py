@@ -69,7 +69,7 @@ class Prefilter:
         self.side = re.compile("|".join(re.escape(n.split(".")[-1]) for n in sorted(side)))
         # a check, or a query selecting rows by state (a claim: ``rules/claim.py``)
         self.check = re.compile(r"exists\(|count\(|aggregate\(|func\.max\(|DoesNotExist|NoResultFound| is None|if not "
-                                r"|rowcount"
+                                r"|rowcount|==\s*0\b"
                                 r"|(?:if|while) [^\n]*[<>]|__(?:lte?|gte?|isnull)=|\.(?:is_|isnot|is_not|notin_)\(")
 
     def module_relevant(self, text: str) -> bool:

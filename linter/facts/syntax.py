@@ -315,8 +315,8 @@ NOT_FOUND_ERRORS = re.compile(r"DoesNotExist|NoResultFound|ObjectDoesNotExist|Ht
 
 #: calls of a lookup chain whose keyword arguments (Django) or ``M.col == v`` arguments
 #: (SQLAlchemy) name the columns the lookup compares
-_LOOKUP_CALLS = frozenset({"filter", "filter_by", "where", "get", "get_or_none", "get_object_or_404",
-                           "get_or_404", "first_or_404", "one_or_404"})
+LOOKUP_CALLS = frozenset({"filter", "filter_by", "where", "get", "get_or_none", "get_object_or_404",
+                          "get_or_404", "first_or_404", "one_or_404"})
 
 
 def lookup_columns(call: cst.Call) -> Optional[frozenset[str]]:
@@ -328,7 +328,7 @@ def lookup_columns(call: cst.Call) -> Optional[frozenset[str]]:
     _, calls, _ = chain(call)
     for c in calls:
         term = terminal(c)
-        if term not in _LOOKUP_CALLS:
+        if term not in LOOKUP_CALLS:
             continue
         args = list(c.args)
         if term in ("get", "get_or_404") and len(args) == 2 and all(a.keyword is None for a in args):

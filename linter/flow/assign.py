@@ -15,6 +15,7 @@ from ..facts.model import Entity, Mutation
 from ..facts.syntax import (
     chain, code_of, dotted, is_model_name, iter_calls, kids, models_in, names_in, non_numeric,
     terminal, walk_nodes)
+from ..facts.values import constructor_values, value_origins
 from . import conditions, presence, row_streams, sqla_queries
 from ..facts.module_facts import GetInfo
 from ..facts.provenance import identity_only, request_object
@@ -64,6 +65,7 @@ class AssignFacts:
             elif isinstance(tgt, cst.Attribute) and self.copied_as_new(tgt, value):
                 continue
             elif isinstance(tgt, cst.Attribute):
+                self.set_on_new_object(tgt, value)
                 self.stored_aggregate(tgt, value, line)
                 self.mutate_attr(tgt, value, line)
             elif isinstance(tgt, cst.Subscript):
@@ -157,6 +159,8 @@ class AssignFacts:
             self.check_keys[n] = names_in(value).union(
                 *(self.queryset_keys.get(k, ()) for k in names_in(value)))
             self.check_lookups[n] = self.lookup_of(value)
+            if check[0] == "updated":
+                self.update_relative[n] = self.update_is_relative(value)
         if isinstance(value, cst.Name) and value.value in self.entities:
             self.entities[n] = self.entities[value.value]          # alias
             return
@@ -169,7 +173,13 @@ class AssignFacts:
             self.querysets.pop(n, None)
         keep_or_drop(self.taint, n, set() if request_object(value) else self.sources(value))
         keep_or_drop(self.field_taint, n, self.fields_read(value))
-        keep_or_drop(self.new_objects, n, self.constructed(value))
+        made = self.constructed(value)
+        keep_or_drop(self.new_objects, n, made)
+        values = constructor_values(value) if made and isinstance(value, cst.Call) else None
+        if values is None:
+            self.new_object_values.pop(n, None)
+        else:
+            self.new_object_values[n] = values
         if isinstance(value, cst.Call) and "session" in dotted(value.func).lower():
             self.sessions.add(n)
         self.note_local(n, value)
@@ -196,6 +206,11 @@ class AssignFacts:
         ent = self.entities.pop(base.value)
         self.new_objects[base.value] = ent.model or "object"
         return True
+
+    def set_on_new_object(self, tgt: cst.Attribute, value: cst.BaseExpression) -> None:
+        """``obj.col = v`` on an object made here: a column its insert will set."""
+        if isinstance(tgt.value, cst.Name) and tgt.value.value in self.new_object_values:
+            self.new_object_values[tgt.value.value][tgt.attr.value] = value_origins(value)
 
     def mutate_attr(self, tgt: cst.Attribute, value: cst.BaseExpression, line: int) -> None:
         if isinstance(tgt.value, cst.Name):

@@ -13,6 +13,7 @@ from ..facts.model import Act, ActKind, Check, CheckKind, Entity
 from ..facts.syntax import (
     chain, code_of, dotted, insert_keys, iter_calls, lookup_columns, maybe_models, models_in, names_in,
     terminal)
+from ..facts.values import insert_values, inserted_object, update_changes_relative
 from . import presence
 from .events import Acted, AggregateStored
 
@@ -61,6 +62,14 @@ class CheckFacts:
         if self.manager_chain(names) or root_name in self.querysets:
             return True
         return "query" in names and (root_name in self.sessions or any("session" in n.lower() for n in names))
+
+    def update_is_relative(self, expr: cst.CSTNode) -> bool:
+        """Whether the update behind a row-count check (inline, or its count kept in a
+        variable) changes the row relative to itself (``facts.syntax.update_changes_relative``)."""
+        updates = [c for c in iter_calls(expr) if self.queryset_update(c)]
+        if updates:
+            return any(update_changes_relative(c) for c in updates)
+        return any(self.update_relative.get(n, True) for n in names_in(expr) if n in self.check_vars)
 
     def aggregate_kind(self, expr: cst.CSTNode) -> Optional[str]:
         """``"a count"`` / ``"an aggregate"`` when ``expr`` reads one from the database."""
@@ -129,6 +138,9 @@ class CheckFacts:
             check.keys = names_in(test).union(*(self.check_keys.get(n, ()) for n in names_in(test)),
                                               *(self.queryset_keys.get(n, ()) for n in names_in(test)))
             check.lookup = self.lookup_of(test)
+            check.lookup_values = self.lookup_values_of(test, check.keys)
+            if check.kind is CheckKind.UPDATED:
+                check.relative = self.update_is_relative(test)
             self.add_check(check)
 
     def found_in_body(self, test: cst.BaseExpression) -> bool:
@@ -152,12 +164,26 @@ class CheckFacts:
                     node.comparisons[0].comparator.value == "None":
                 is_none = isinstance(node.comparisons[0].operator, cst.Is)
                 stack.append((node.left, negated ^ is_none))
+            elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and \
+                    self.update_count(node.left) and _is_zero_test(node.comparisons[0]):
+                return negated              # ``if updated == 0:`` is where no row matched
             elif isinstance(node, cst.Call) and (terminal(node) == "exists" or
                                                  self.classify_get(node) is not None):
                 return not negated
             elif isinstance(node, cst.Name) and node.value in self.entities or presence.found_test(self, node):
                 return not negated
+            elif self.update_count(node):
+                return not negated          # ``if updated:`` / ``if not qs.update(...):``
         return None
+
+    def update_count(self, expr: cst.BaseExpression) -> bool:
+        """The number of rows an update matched: ``qs.update(...)``, ``result.rowcount`` of
+        an executed update, or a name holding either."""
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "rowcount":
+            expr = expr.value
+        if isinstance(expr, cst.Name):
+            return expr.value in self.update_relative
+        return isinstance(expr, cst.Call) and self.queryset_update(expr)
 
     def lookup_of(self, expr: cst.BaseExpression) -> Optional[frozenset]:
         """The columns the lookup behind a check compared (None: not known)."""
@@ -172,6 +198,18 @@ class CheckFacts:
             if ent is not None and ent.lookup:
                 return ent.lookup
         return None
+
+    def lookup_values_of(self, test: cst.BaseExpression, keys: set) -> frozenset:
+        """What the values of the lookup behind a check are made from: the names the check
+        reads (its lookup's arguments, inline or kept in a variable) and, for a row read
+        earlier (``if not row:``), what that read's lookup compared."""
+        found = set(keys)
+        for n in names_in(test):
+            ent = self.entities.get(n)
+            if ent is not None and ent.maybe_none:       # the row whose presence is checked
+                found.discard(n)
+                found |= ent.lookup_values
+        return frozenset(n for n in found if n[:1].islower())
 
     def entity_check(self, test: cst.BaseExpression) -> Optional[tuple]:
         stack = [test]
@@ -223,6 +261,20 @@ class CheckFacts:
         if kind == "create" and not self.integrity_depth:
             self.creates.append((self.line(node), model))     # for callers' checks
         self.write_lines.append(self.line(node))
+        values = None
+        if kind == ActKind.CREATE:
+            values = insert_values(node)
+            if values is None and inserted_object(node) in self.new_object_values:
+                values = dict(self.new_object_values[inserted_object(node)])
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
-                  insert_keys(node) if kind == ActKind.CREATE else None, entity)
+                  insert_keys(node) if kind == ActKind.CREATE else None, entity, values)
         self.emit(Acted(act.line, tuple(self.stack), act, node))
+
+
+def _is_zero_test(target: cst.ComparisonTarget) -> bool:
+    """``== 0`` or ``< 1``: the comparison says no row matched."""
+    value = target.comparator
+    if not isinstance(value, cst.Integer):
+        return False
+    return (isinstance(target.operator, cst.Equal) and value.value == "0") or \
+        (isinstance(target.operator, cst.LessThan) and value.value == "1")

@@ -16,6 +16,7 @@ from ..facts.model import Entity
 from ..facts.syntax import (
     DJANGO_GET_TERMINALS, MAYBE_NONE, ORM_MARKERS, SQLA_TERMINALS, chain, code_of, dotted,
     first_arg_name, is_model_name, lookup_columns, receiver_prefix, terminal)
+from ..facts.values import lookup_values
 from . import conditions, sqla_queries
 from ..facts.module_facts import GetInfo
 from ..facts.query_selection import state_columns
@@ -111,6 +112,7 @@ class ReadFacts:
         self.taint.pop(name, None)
         self.params.pop(name, None)
         self.new_objects.pop(name, None)
+        self.new_object_values.pop(name, None)
         self.querysets.pop(name, None)
         return ent
 
@@ -152,6 +154,7 @@ class ReadFacts:
                        locked=locked, maybe_none=maybe_none)
         info.session = session
         info.lookup = lookup_columns(g.call)
+        info.lookup_values = lookup_values(g.call)
         info.state = state_columns(g.call)
         return info
 
@@ -254,7 +257,7 @@ class ReadFacts:
                      locked_read=info.locked, maybe_none=info.maybe_none,
                      versioned=bool(info.model and info.model in self.mod.info.versioned),
                      session=getattr(info, "session", None), policy=self.mod.policy_of(info.model),
-                     lookup=info.lookup, state=info.state)
+                     lookup=info.lookup, lookup_values=info.lookup_values, state=info.state)
         self.entities[name] = ent
         self.emit(RowRead(line, tuple(self.stack), ent))
         self.taint.pop(name, None)

@@ -14,7 +14,9 @@ import libcst as cst
 
 from ..facts.module_facts import GetInfo
 from ..facts.query_selection import state_columns
-from ..facts.syntax import MAYBE_NONE, SQLA_TERMINALS, chain, dotted, first_arg_name, lookup_columns, terminal
+from ..facts.syntax import (
+    MAYBE_NONE, SQLA_TERMINALS, chain, dotted, first_arg_name, lookup_columns, terminal)
+from ..facts.values import lookup_values
 
 if TYPE_CHECKING:
     from .state import FunctionState
@@ -52,6 +54,7 @@ def kept(fa: "FunctionState", value: cst.BaseExpression) -> Optional[GetInfo]:
     info.state = state_columns(value) | (base.state if base is not None else frozenset())
     own = lookup_columns(value)
     info.lookup = own if base is None or base.lookup is None else base.lookup | (own or frozenset())
+    info.lookup_values = lookup_values(value) | (base.lookup_values if base is not None else frozenset())
     return info
 
 
@@ -63,6 +66,7 @@ def run(base: GetInfo, term: str, mk) -> Optional[GetInfo]:
     info = mk(base.model, None, "sqlalchemy", maybe_none=term in MAYBE_NONE)
     info.for_update = info.for_update or base.for_update
     info.lookup = info.lookup or base.lookup
+    info.lookup_values = info.lookup_values | base.lookup_values
     info.state = info.state | base.state
     return info
 

@@ -21,6 +21,7 @@ from ..facts.config import Vocab
 from ..facts.model import UNASSESSED, Assessment, Check, Confidence, Entity, Finding, Mutation, Need, Scope
 from ..facts.module_facts import GetInfo
 from ..facts.query_selection import Selection
+from ..facts.values import InsertValues
 from .events import Checked, Event, Mutated, ProtectionEntered, ProtectionLeft
 from .records import CallSite, Deferred, HelperChecks, PendingClaim, Returned, Settle, _Positions
 
@@ -65,7 +66,12 @@ class FunctionState:
     def _walk_state(self) -> None:
         """What the walk keeps as it goes: new rows, checks, locks, writes."""
         self.new_objects: dict[str, str] = {}
+        #: ... the columns seen set on each (constructor keywords, then ``obj.col = v``) and
+        #: what each value is made from; absent when a constructor hides some (``M(**data)``)
+        self.new_object_values: dict[str, InsertValues] = {}
         self.check_vars: dict[str, tuple] = {}
+        #: for an update's row count kept in a variable: whether its change is relative
+        self.update_relative: dict[str, bool] = {}
         #: the names a check kept in a variable was computed from (``exists = ...filter(k=key)``)
         self.check_keys: dict[str, set[str]] = {}
         #: ... and the columns its lookup compared

@@ -250,6 +250,7 @@ class StatementWalk:
         get_line = None
         get_model = None
         get_lookup = None
+        get_values: frozenset = frozenset()
         if not_found:
             for stmt in node.body.body:
                 for call in iter_calls(stmt):
@@ -258,6 +259,7 @@ class StatementWalk:
                         get_line = self.line(call)
                         get_model = got.model
                         get_lookup = got.lookup
+                        get_values = got.lookup_values
                         break
                 if get_line:
                     break
@@ -277,6 +279,7 @@ class StatementWalk:
                              tuple(self.stack), self.protected_now(maybe_models(get_model)),
                              maybe_models(get_model))
                 miss.lookup = get_lookup
+                miss.lookup_values = get_values
                 self.add_check(miss)
             self.helper_checks.missing += miss is not None
             self.block(h.body)

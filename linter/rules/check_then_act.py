@@ -96,6 +96,8 @@ def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
     if target is None:
         return False
     declared = unique_keys.get(target, [])
+    if _key_fixed_by_check(check, act, declared):
+        return True
     if check.lookup is not None and (not check.models or target in check.models):
         looked_up = frozenset(map(column, check.lookup))
         if looked_up == PRIMARY_KEY and _primary_key_set_from_lookup(check, act, declared):
@@ -108,6 +110,27 @@ def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
         # a new row gets a new id (an inherited ``id`` column must not settle every insert)
         declared = [key for key in declared if not key <= PRIMARY_KEY]
     return act.model is not None and covered(declared, act.columns)
+
+
+def _key_fixed_by_check(check: Check, act: Act, declared: list) -> bool:
+    """The insert sets every column of a declared unique key (not the primary key alone) to
+    a value two requests that pass the same check cannot make differently: one the code
+    fixes (``slug=DEFAULT_SLUG``) or one made only from what the check looked up
+    (``topic=self`` after ``filter(topic_id == self.id)``, ``forum = self.forum``).  Both
+    inserts then carry the same key and the second fails instead of duplicating the row.
+
+    A column the insert does not show, or one made from anything else (``user=u`` after
+    ``filter_by(group=g)``: two different users pass the check), decides nothing."""
+    if act.values is None:
+        return False
+    looked_up = frozenset(map(column, check.lookup or ()))
+    fixed = {column(c) for c, origins in act.values.items() if origins <= check.lookup_values}
+    for key in declared:
+        if key <= PRIMARY_KEY:
+            continue
+        if key <= fixed | (looked_up & {column(c) for c in act.values}):
+            return True
+    return False
 
 
 def _computed_column_unique(check: Check, model: Optional[str], columns: frozenset, unique_keys: dict) -> bool:
@@ -131,6 +154,32 @@ def _primary_key_set_from_lookup(check: Check, act: Act, declared: list) -> bool
     return any(key and not key <= PRIMARY_KEY and key <= given for key in declared)
 
 
+def _columns_from(act: Act, names: set) -> frozenset:
+    """The columns of an insert whose value is made from one of ``names``, for an object
+    built before it is added (``v = Version(number=n + 1)``, then ``session.add(v)``)."""
+    return frozenset(c for c, origins in (act.values or {}).items() if origins & names)
+
+
+class _ModelKeys(dict):
+    """The project's unique keys, looked up under a model's imported name too
+    (``from .models import Dataset as CtlDataset``: the keys are ``Dataset``'s)."""
+
+    def __init__(self, keys: dict, imports: dict) -> None:
+        super().__init__(keys)
+        self.imports = imports
+
+    def get(self, model, default=None):
+        found = super().get(model)
+        if found is None and model in self.imports:
+            found = super().get(self.imports[model][1])
+        return default if found is None else found
+
+
+def model_keys(fa: "FunctionState") -> dict:
+    """:class:`_ModelKeys` for the function's module (its ``from ... import X as Y``)."""
+    return _ModelKeys(fa.mod.cfg.unique_keys, fa.mod.info.imports)
+
+
 def conflict_settles(check: Check, unique_key: bool, in_integrity_handler: bool,
                      handler_reapplies: bool) -> bool:
     """Whether the database's refusal of a duplicate makes the pair safe.
@@ -140,9 +189,12 @@ def conflict_settles(check: Check, unique_key: bool, in_integrity_handler: bool,
     one both wanted.  Not after an update that matched no row (``if not
     qs.update(n=F("n") + 1): M.objects.create(n=1)``): the loser's insert fails too, but
     its change (the increment) goes with it, unless the handler applies it again to the
-    row the winner inserted (``except IntegrityError: qs.update(n=F("n") + 1)``)."""
+    row the winner inserted (``except IntegrityError: qs.update(n=F("n") + 1)``), or the
+    update sets plain values the winner's row already holds (``check.relative`` false: a
+    savepoint get-or-create behind a no-op ``UPDATE`` that only takes the writer lock)."""
     if check.kind is CheckKind.UPDATED:
-        return handler_reapplies
+        # an update to plain values loses nothing when its insert fails: the racing row holds them
+        return handler_reapplies or (not check.relative and (unique_key or in_integrity_handler))
     return unique_key or in_integrity_handler
 
 
@@ -195,8 +247,10 @@ def on_act(fa: "FunctionState", event: Acted) -> None:
     check = pending[-1]
     for c in pending:
         c.used = True
-    unique = unique_key_settles(check, act, fa.mod.cfg.unique_keys) or \
-        _computed_column_unique(check, act.model, columns_reading(node, check.names), fa.mod.cfg.unique_keys)
+    keys = model_keys(fa)
+    unique = unique_key_settles(check, act, keys) or \
+        _computed_column_unique(check, act.model, columns_reading(node, check.names) | _columns_from(act, check.names),
+                                keys)
     if unique and check.kind is not CheckKind.UPDATED:
         note_settled(fa, check, act, node)    # the get-or-create contract
     if conflict_settles(check, unique, fa.integrity_depth > 0, fa.reapplying_depth > 0):
@@ -219,7 +273,7 @@ def on_aggregate_stored(fa: "FunctionState", event: AggregateStored) -> None:
         if check.kind is CheckKind.AGGREGATE and not check.used and check.names & event.used and \
                 not (check.locked and {id(x) for x in check.stack} <= held):
             check.used = True
-            if _computed_column_unique(check, model, frozenset({event.target.attr.value}), fa.mod.cfg.unique_keys):
+            if _computed_column_unique(check, model, frozenset({event.target.attr.value}), model_keys(fa)):
                 return      # the column is declared unique: a racing save fails instead of repeating it
             target = f"self.{event.target.attr.value}"
             fa.report(event.target, "TXN105", stored_aggregate_message(check, target, event.line),
@@ -246,7 +300,7 @@ def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
     if not pending:
         return
     check = pending[-1]
-    if unique_key_settles(check, act, fa.mod.cfg.unique_keys) or \
+    if unique_key_settles(check, act, model_keys(fa)) or \
             (check.locked and {id(s) for s in check.stack} <= {id(s) for s in site.stack}):
         return
     if fa.mod.cfg.code_enabled("TXN105"):

@@ -82,7 +82,11 @@ def method_of(site, methods: dict, bases: dict, defined: dict):
         found = [(cls, fa) for cls, fa in found if cls == model]
         return found[0][1] if len(found) == 1 else None
     if len(found) == 1:
-        return found[0][1]
+        cls = found[0][0]
+        others = set(defined.get(site.callee, ())) - {cls} - _ancestors(cls, bases)
+        # another class defines a method of that name too (``update()`` of a config and of
+        # a base every model shares): a row of unknown model may be calling that one
+        return None if others else found[0][1]
     if len(found) > 1 and _overrides(site.callee, [cls for cls, _fa in found], bases, defined):
         return max(found, key=lambda cf: (_loses(cf[1]), cf[0]))[1]
     return None

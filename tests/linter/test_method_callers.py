@@ -172,3 +172,100 @@ def test_a_lock_reached_only_through_a_model_method_with_unseen_callers_is_low_c
             unit.source_unit_save()
         """)
     assert confidences(run(models=SOURCE_SAVE, views=view), "models.py") == [("TXN108", "high")]
+
+
+CONFIG_MODEL = textwrap.dedent("""\
+    from sqlalchemy import Column, JSON
+    from sqlalchemy.orm import Session
+
+    from .base_class import Base
+
+
+    class ApplicationConfig(Base):
+        api_set = Column(JSON)
+
+        @classmethod
+        def create_or_update(cls, db: Session, *, data):
+            existing = db.query(cls).first()
+            if existing:
+                return existing.update(db=db, data=data)
+            return cls.create(db=db, data=data)
+
+        def update(self, db: Session, data, merge: bool = True):
+            if merge:
+                self.api_set = deep_update(self.api_set, data["api_set"])
+            else:
+                self.api_set = data["api_set"]
+            self.save(db=db)
+            return self
+    """)
+TAXONOMY_UTILS = textwrap.dedent("""\
+    from sqlalchemy.orm import Session
+
+
+    def check_for_taxonomy_reactivation(db: Session, taxonomy_type, element_data, handler):
+        model_class = handler.get_model()
+        disabled_element = (
+            db.query(model_class)
+            .filter(model_class.active.is_(False), model_class.name == element_data["name"])
+            .first()
+        )
+        return disabled_element
+
+
+    def handle_taxonomy_reactivation(db: Session, taxonomy_type, element, element_data, handler):
+        updated_data = element_data.copy()
+        updated_data["active"] = True
+        activate_taxonomy_parents(element, db)
+        element.update(db, data=updated_data)
+        return element
+
+
+    def activate_taxonomy_parents(resource, db: Session) -> None:
+        parent = resource.parent
+        if parent:
+            parent.active = True
+            db.flush()
+            activate_taxonomy_parents(parent, db)
+    """)
+TAXONOMY_SERVICE = textwrap.dedent("""\
+    from sqlalchemy.orm import Session
+
+    from .utils import check_for_taxonomy_reactivation, handle_taxonomy_reactivation
+
+
+    class TaxonomyService:
+        def __init__(self, db: Session):
+            self.db = db
+
+        def create_or_update_element(self, taxonomy_type, element_data):
+            handler = self._get_handler(taxonomy_type)
+            element = check_for_taxonomy_reactivation(self.db, taxonomy_type, element_data, handler)
+            if element:
+                return handle_taxonomy_reactivation(self.db, taxonomy_type, element, element_data, handler)
+            return self.create_element(taxonomy_type, element_data)
+    """)
+OTHER_UPDATE = textwrap.dedent("""\
+    from .base_class import Base
+
+
+    class TaxonomyElement(Base):
+        def update(self, db, data):
+            for key, value in data.items():
+                setattr(self, key, value)
+            return self.save(db)
+    """)
+
+
+def test_a_row_of_unknown_model_calls_the_one_model_method_of_that_name():
+    found = lint(application_config=CONFIG_MODEL, utils=TAXONOMY_UTILS, taxonomy_service=TAXONOMY_SERVICE)
+    assert [code for _line, code, _m in found["taxonomy_service.py"]] == ["TXN102"]
+
+
+def test_a_method_name_another_class_defines_too_is_not_resolved_for_a_row_of_unknown_model():
+    # ``element.update(db, data)`` on a row whose model the walk cannot name: another model
+    # defines ``update()`` too, so the call is not known to be the config's, whose merge of
+    # its JSON column made it a read-modify-write (issue 31)
+    found = lint(application_config=CONFIG_MODEL, utils=TAXONOMY_UTILS, taxonomy_service=TAXONOMY_SERVICE,
+                 taxonomy=OTHER_UPDATE)
+    assert "taxonomy_service.py" not in found

@@ -12,7 +12,7 @@ from typing import Optional
 import libcst as cst
 
 from ..facts.config import name_matches
-from ..facts.model import Mutation
+from ..facts.model import Mutation, Scope
 from ..facts.syntax import (
     DJANGO_GET_TERMINALS, MUTATING_METHODS, SQLA_TERMINALS, chain, code_of, dotted, first_arg_name,
     is_model_name, kwarg, label, may_write_row, names_in, terminal)
@@ -36,6 +36,10 @@ _STORING = re.compile(r"^(?:save|store|persist|insert|create|add)(?:_\w+)?$")
 #: calls that only record something: a row passed to them is not work done with it
 _LOGGING = re.compile(r"^(?:print|warn|log|logger|logging|_?log\w*|\w+\.(?:debug|info|warning|warn|error|"
                       r"exception|critical|log))$|^(?:self\.)?(?:logger|log|_logger|_log|LOGGER|LOG)\.")
+
+#: database advisory locks, called (``func.pg_advisory_xact_lock(k)``) or spelled in SQL
+#: (``text("SELECT pg_advisory_xact_lock(:k)")``, ``cursor.execute("SELECT GET_LOCK(%s, 10)")``)
+_ADVISORY = re.compile(r"\b(pg_(?:try_)?advisory(?:_xact)?_lock|GET_LOCK|sp_getapplock)\b", re.I)
 
 #: calls :meth:`CallFacts.queryset_act` looks at (the others skip its chain walk)
 _QUERYSET_ACTS = frozenset({"create", "bulk_create", "update", "delete", "execute"})
@@ -74,6 +78,7 @@ class CallFacts:
         if parts.recv_name is None and recv is not None and self.relation_entity(recv) is not None:
             parts.recv_name = dotted(recv)      # ``order.user.plan.save()``: a related row
         self.locked_read_unassigned(call, parts)
+        self.advisory_lock(call)
         self.side_effect(call, parts)
         self.emit(Called(self.line(call), tuple(self.stack), call))   # work done with a row, or the row consumed
         for handler in (self.reread, self.entity_write, self.session_write, self.new_row_write,
@@ -86,6 +91,21 @@ class CallFacts:
         # methods called on a row (``order.user.plan.extend()`` too)
         if isinstance(func, cst.Name) or (parts.recv_name is not None):
             self.record_call_site(call, term, parts.recv_name)
+
+    def advisory_lock(self, call: cst.Call) -> None:
+        """An advisory lock taken by a statement, not a ``with``: what follows in the function
+        runs under it (a transaction-scoped one is held to the commit, a session one to its
+        unlock; the walk cannot see either end, so it holds to the function's end).  Two
+        requests that take it with the same key serialise their check and their act."""
+        spelled = terminal(call)
+        if not _ADVISORY.fullmatch(spelled):
+            first = call.args[0].value if call.args else None
+            found = _ADVISORY.search(first.evaluated_value or "") \
+                if isinstance(first, cst.SimpleString) and isinstance(first.evaluated_value, str) else None
+            if found is None:
+                return
+            spelled = found.group(1)
+        self.enter(Scope("lock", f"an advisory lock (`{spelled}`)", self.line(call)))
 
     def locked_read_unassigned(self, call: cst.Call, parts: "CallParts") -> None:
         """An evaluated ``select_for_update()`` / ``with_for_update()`` read that is not assigned."""

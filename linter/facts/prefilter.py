@@ -107,6 +107,8 @@ class Prefilter:
             return True             # an insert helper: its callers' checks may guard it
         has_write = self.f_writes.search(text) is not None
         if not has_write:
+            if self.txn.search(text) is not None and self.f_gets.search(text) and self.mut.search(text):
+                return True         # read and changed under a unit of work that commits it
             return self.txn.search(text) is not None and self.side.search(text) is not None
         if self.f_gets.search(text) and (self.mut.search(text) or self.check.search(text)):
             return True

@@ -174,13 +174,51 @@ def _preset(table: dict[str, set[str]], extra: set[str]) -> frozenset[str]:
     return frozenset(out)
 
 
+def _commits(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "commit"
+               for n in ast.walk(node))
+
+
+def _is_session_scope(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A unit of work that commits on the way out: a context manager that yields (a
+    session) and commits after its ``yield``, or a decorator whose wrapper calls the wrapped
+    function (handing it a session) and commits::
+
+        @contextmanager
+        def session_scope():                  def with_session(f):
+            session = SessionLocal()              @wraps(f)
+            try:                                  def wrapper(*args, **kwargs):
+                yield session                         with session_scope() as session:
+                session.commit()                          result = f(session, *args, **kwargs)
+            except Exception:                             session.commit()
+                session.rollback()                        return result
+                raise                             return wrapper
+
+    What the block or the decorated function changes is flushed at that commit, in one
+    transaction (a weak one: it protects nothing it did not lock)."""
+    decorators = {_dotted(d).rsplit(".", 1)[-1] for d in func.decorator_list}
+    if decorators & _CONTEXT_MANAGER_DECORATORS:
+        return _contains(func, (ast.Yield, ast.YieldFrom)) and _commits(func)
+    nested = [n for n in ast.walk(func) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not func]
+    params = {a.arg for a in func.args.args + func.args.posonlyargs + func.args.kwonlyargs}
+    return any(_calls_param(n, params) and _commits(n) for n in nested)
+
+
+def _session_scopes(text: str, tree: ast.AST) -> set[str]:
+    if "commit(" not in text:
+        return set()
+    return {node.name for node in tree_nodes(tree).functions if _is_session_scope(node)}
+
+
 def project_wrappers(sources: Iterable[tuple[str, ast.AST]], cfg: Config) -> tuple[set[str], set[str]]:
-    """(transaction wrappers, lock wrappers) declared in ``sources`` (text, tree) pairs."""
+    """(transaction wrappers, lock wrappers) declared in ``sources`` (text, tree) pairs;
+    a unit of work that commits on its way out (``_is_session_scope``) is a transaction."""
     txn_names = _preset(TRANSACTIONS, cfg.transactions | cfg.retrying_transactions)
     lock_names = _preset(LOCKS, cfg.locks)
     txns: set[str] = set()
     locks: set[str] = set()
     for text, tree in sources:
+        txns |= _session_scopes(text, tree)
         if not _HINT.search(text):
             continue
         txns |= _wrappers(tree, txn_names)

@@ -78,6 +78,10 @@ class FunctionAnalyzer(FunctionState, StatementWalk, ReadFacts, AssignFacts, Cal
             self.entities[pname] = ent
             self.taint.pop(pname, None)
         self.block(node.body)
+        for scope in [s for s in self.stack if s.decorator and s.kind == "txn" and s.framework == "sqlalchemy"]:
+            # ``@with_session`` / ``@in_transaction``: what the function changed flushes when
+            # the decorator commits, after its last statement
+            self.flush_all(node, verb=f"flushed when `@{scope.label}` commits", line=line)
         presence.finish(self)
         self.emit(FunctionEnded(line, ()))
 
@@ -128,6 +132,10 @@ class FunctionAnalyzer(FunctionState, StatementWalk, ReadFacts, AssignFacts, Cal
             if last in ("begin", "begin_nested"):
                 recv = name.rsplit(".", 1)[0] if "." in name else None
                 session = as_name or recv
+            elif fw == "django" and "django" not in self.mod.info.frameworks:
+                # a project's unit of work outside Django (``with session_scope() as s:``,
+                # ``@with_session``): SQLAlchemy's, whose changes flush when it commits
+                fw, session = "sqlalchemy", as_name
             return Scope("txn", label, line, retrying=retrying, serializable=serializable,
                          decorator=decorator, session=session, framework=fw)
         if name_matches(name, v.locks) and call is not None:

@@ -27,7 +27,7 @@ RACY = ["django_txn101.py", "django_txn102.py", "sqlalchemy_txn101.py"]
 def project(tmp_path):
     root = tmp_path / "proj"
     (root / "app").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("[tool.txnsafety]\n")
+    (root / "pyproject.toml").write_text("[tool.txnsafety]\nmin-severity = \"low\"\n")   # every finding
     for name in RACY:
         shutil.copy(FIXTURES / name, root / "app" / name)
     return root

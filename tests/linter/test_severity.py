@@ -16,7 +16,8 @@ from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.cli import main
 from txnsafety_lint.facts.model import Severity
 
-HEAD = "from django.db import transaction\nfrom shop.models import Cart, Post, Profile, Ticket, Voucher, Wallet\n\n\n"
+HEAD = ("from django.db import transaction\n"
+        "from shop.models import Cart, Post, Preferences, Profile, Ticket, Voucher, Wallet\n\n\n")
 
 CASES = {
     "shared counter": ("""\
@@ -37,12 +38,18 @@ CASES = {
             wallet.points += 10
             wallet.save()
         """, "TXN106", Severity.MEDIUM, ("owned", "`points`")),
+    "owned setting": ("""\
+        def set_theme(request, theme):
+            prefs = Preferences.objects.get(user=request.user)
+            prefs.layout = merge_layout(prefs.layout, theme)
+            prefs.save()
+        """, "TXN102", Severity.LOW, ("owned",)),
     "shared statistic": ("""\
         def show(pk):
             post = Post.objects.get(pk=pk)
             post.views += 1
             post.save()
-        """, "TXN106", Severity.MEDIUM, ("shared", "statistic")),
+        """, "TXN106", Severity.LOW, ("shared", "statistic")),
     "owned get-or-create": ("""\
         def cart(request):
             if not Cart.objects.filter(user=request.user).exists():
@@ -76,14 +83,15 @@ def _lint(tmp_path, capsys, *args):
 def test_the_default_leaves_out_low_severity_and_says_so(tmp_path, capsys):
     shown = _lint(tmp_path, capsys)
     out = shown.out
-    assert "TXN102" not in out and "Cart.objects.create" not in out      # the two low ones
-    assert out.count(" [high: shared") == 2 and out.count(" [medium: ") == 2
-    assert out.endswith("2 findings not shown: 2 below severity medium (--min-severity low to show them)\n")
-    assert shown.err.endswith("4 findings by severity: 2 high, 2 medium\n")
+    assert "TXN102" not in out and "Cart.objects.create" not in out      # four low ones
+    assert "views" not in out
+    assert out.count(" [high: shared") == 2 and out.count(" [medium: ") == 1
+    assert out.endswith("4 findings not shown: 4 below severity medium (--min-severity low to show them)\n")
+    assert shown.err.endswith("3 findings by severity: 2 high, 1 medium\n")
 
 
 def test_min_severity_low_shows_all_and_high_only_the_worst(tmp_path, capsys):
-    assert _lint(tmp_path, capsys, "--min-severity", "low").out.count(": TXN") == 6
+    assert _lint(tmp_path, capsys, "--min-severity", "low").out.count(": TXN") == 7
     assert _lint(tmp_path, capsys, "--min-severity", "high").out.count(": TXN") == 2
 
 

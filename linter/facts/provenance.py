@@ -28,6 +28,9 @@ IDENTITY = frozenset({"pk", "id"})
 #: class-name endings (and parameter names) of objects that carry the request's values
 _REQUEST_CLASSES = ("Form", "FormSet", "Serializer")
 _REQUEST_PARAMS = ("form", "serializer", "formset")
+#: annotations of a request's data in FastAPI and pydantic code (``tool: ToolCreate``,
+#: ``body: PydanticTool``): a schema object, never an ORM row
+_SCHEMA_SUFFIXES = ("Schema", "Create", "Update", "Payload", "Request", "DTO", "Body", "BaseModel")
 
 
 def identity_only(value: cst.CSTNode, name: str) -> bool:
@@ -66,11 +69,12 @@ def relation_change(known: Relations, model: Optional[str], attr: str, call: cst
 
 
 def request_data(param: cst.Param) -> bool:
-    """Whether a parameter is a form or serializer (by annotation, else by name)."""
+    """Whether a parameter is a form, a serializer or a pydantic schema (by annotation, else
+    by name)."""
     if param.annotation is not None:
         kind = dotted(param.annotation.annotation).rsplit(".", 1)[-1]
         if kind:
-            return kind.endswith(_REQUEST_CLASSES)
+            return kind.endswith(_REQUEST_CLASSES + _SCHEMA_SUFFIXES) or kind.startswith("Pydantic")
     name = param.name.value
     return name in _REQUEST_PARAMS or name.endswith(tuple("_" + p for p in _REQUEST_PARAMS))
 

@@ -23,7 +23,7 @@ APP = textwrap.dedent("""\
 
     def bump(pk):
         account = Account.objects.get(pk=pk)
-        account.visits += 1
+        account.balance += 1
         account.save()
     """)
 

@@ -219,18 +219,25 @@ def exits(block: cst.BaseSuite) -> bool:
     return False
 
 
+def inserted_call(node: cst.CSTNode) -> Optional[cst.Call]:
+    """The call whose keyword arguments are an inline insert's columns: ``M.objects.create(...)``
+    itself, ``M(...)`` of ``session.add(M(...))`` or of ``M(...).save()``; None otherwise."""
+    if not isinstance(node, cst.Call):
+        return None
+    term = terminal(node)
+    if term not in ("add", "save", "put"):
+        return node
+    inner = node.args[0].value if term == "add" and node.args else \
+        (node.func.value if term != "add" and isinstance(node.func, cst.Attribute) else None)
+    return inner if isinstance(inner, cst.Call) else None
+
+
 def insert_keys(node: cst.CSTNode) -> Optional[frozenset[str]]:
     """The columns an insert sets, as keyword arguments of ``M.objects.create(...)``,
     ``session.add(M(...))`` or ``M(...).save()``; None when they are not all visible."""
-    if not isinstance(node, cst.Call):
+    call = inserted_call(node)
+    if call is None:
         return None
-    call, term = node, terminal(node)
-    if term in ("add", "save", "put"):
-        inner = call.args[0].value if term == "add" and call.args else \
-            (call.func.value if term != "add" and isinstance(call.func, cst.Attribute) else None)
-        if not isinstance(inner, cst.Call):
-            return None
-        call = inner
     keys = set()
     for arg in call.args:
         if arg.keyword is None:
@@ -242,15 +249,9 @@ def insert_keys(node: cst.CSTNode) -> Optional[frozenset[str]]:
 def columns_reading(node: cst.CSTNode, names: set) -> frozenset[str]:
     """The columns an insert (as :func:`insert_keys` reads it) sets from a value that reads one
     of ``names``: ``number`` of ``Invoice.objects.create(number=last + 1, ...)`` for ``{"last"}``."""
-    if not isinstance(node, cst.Call):
+    call = inserted_call(node)
+    if call is None:
         return frozenset()
-    call = node
-    if terminal(node) in ("add", "save", "put"):
-        inner = node.args[0].value if terminal(node) == "add" and node.args else \
-            (node.func.value if isinstance(node.func, cst.Attribute) else None)
-        if not isinstance(inner, cst.Call):
-            return frozenset()
-        call = inner
     return frozenset(arg.keyword.value for arg in call.args
                      if arg.keyword is not None and names & set(names_in(arg.value)))
 

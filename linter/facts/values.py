@@ -12,7 +12,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .syntax import LOOKUP_CALLS, chain, dotted, names_in, terminal, walk_nodes
+from .syntax import LOOKUP_CALLS, chain, dotted, inserted_call, names_in, terminal, walk_nodes
 
 #: what an inserted column's value is made from: the names it reads, constants left out
 InsertValues = dict[str, frozenset[str]]
@@ -58,16 +58,8 @@ def inserted_object(node: cst.CSTNode) -> Optional[str]:
 def insert_values(node: cst.CSTNode) -> Optional[InsertValues]:
     """:func:`constructor_values` of an insert made inline: ``M.objects.create(...)``,
     ``session.add(M(...))``, ``M(...).save()``."""
-    if not isinstance(node, cst.Call):
-        return None
-    call, term = node, terminal(node)
-    if term in ("add", "save", "put"):
-        inner = call.args[0].value if term == "add" and call.args else \
-            (call.func.value if term != "add" and isinstance(call.func, cst.Attribute) else None)
-        if not isinstance(inner, cst.Call):
-            return None
-        call = inner
-    return constructor_values(call)
+    call = inserted_call(node)
+    return None if call is None else constructor_values(call)
 
 
 _COLUMN_FUNCTIONS = frozenset({"F", "Coalesce", "Greatest", "Least", "Concat", "ExpressionWrapper"})

@@ -1,0 +1,7 @@
+"""Fixes: the rewrite of the racy code a finding points at (``txnsafety lint --fix``).
+
+The rules decide what is wrong; the modules here decide whether a mechanical rewrite keeps
+the code's behaviour except for the race, and write it.  One module per family of fixes
+(:mod:`.counters`, :mod:`.lock_scope`, :mod:`.locked_read`), the typed result in
+:mod:`.model`, applying and showing it in :mod:`.apply` and :mod:`.diff`.
+"""

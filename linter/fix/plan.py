@@ -1,0 +1,84 @@
+"""Which fix each finding gets: the fixer of its code, checked, else a reason there is none.
+
+A fixer that fails in any way, or whose rewrite alone would leave the file unparsable, gives
+no fix: a lint run must never break on a fix, and a ``[*]`` must never promise one that
+cannot be applied."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import warnings
+from typing import Callable, Mapping, Optional, Sequence
+
+from ..facts.model import Finding
+from .counters import counter_fix
+from .edits import apply_edits
+from .lock_scope import lock_scope_fix
+from .model import Fix, no_fix
+from .source import FileSource
+
+Fixer = Callable[[FileSource, Finding], Optional[Fix]]
+
+#: the fixers, by code (each a module of this package)
+FIXERS: Mapping[str, Sequence[Fixer]] = {
+    "TXN106": (counter_fix,),
+    "TXN108": (lock_scope_fix,),
+}
+
+#: why a code has no mechanical fix in general, or when its fixer found no shape it rewrites
+WHY_NONE: Mapping[str, str] = {
+    "TXN101": "move the read inside the block, locked (select_for_update / with_for_update)",
+    "TXN102": "read and write under one protection (a locked read in a transaction, or a lock)",
+    "TXN103": "keep one object for the row: no mechanical rewrite chooses which",
+    "TXN104": "write inside the transaction or lock that read the row",
+    "TXN105": "let a unique constraint or a locked read settle the race",
+    "TXN106": "no shape this fix rewrites safely (see docs/codes/TXN106.md for the manual fix)",
+    "TXN107": "move the side effect out of the retried transaction (transaction.on_commit)",
+    "TXN108": "wrap the read and the write that depends on it in transaction.atomic()",
+    "TXN109": "lock the row (select_for_update / with_for_update) or use serializable isolation",
+}
+
+
+def parses(text: str) -> bool:
+    """Whether ``text`` is valid Python (what a fix must never break)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def fix_for(src: FileSource, finding: Finding) -> Fix:
+    """``finding``'s fix in ``src``, or a :data:`~.model.Applicability.NONE` fix saying why."""
+    for fixer in FIXERS.get(finding.code, ()):
+        try:
+            fix = fixer(src, finding)
+        except Exception:  # noqa: BLE001 - a fixer's failure is no fix, never a broken run
+            fix = None
+        if fix is not None and fix.edits and not parses(apply_edits(src.text, fix.edits)):
+            fix = None
+        if fix is not None:
+            return fix
+    return no_fix("no mechanical fix: " + WHY_NONE.get(finding.code, "none known"))
+
+
+@dataclasses.dataclass
+class FilePlan:
+    """One file's findings and their fixes, with the source they were computed from (None
+    when it could not be read or parsed: ``problem`` says why)."""
+
+    path: str
+    source: Optional[FileSource]
+    fixes: dict[Finding, Fix]
+    problem: str = ""
+
+
+def plan_file(path: str, findings: Sequence[Finding]) -> FilePlan:
+    try:
+        src = FileSource.read(path)
+    except (OSError, ValueError, SyntaxError, LookupError) as exc:
+        reason = f"no fix: {exc}"
+        return FilePlan(path, None, {f: no_fix(reason) for f in findings}, reason)
+    return FilePlan(path, src, {f: fix_for(src, f) for f in findings})

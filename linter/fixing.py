@@ -1,0 +1,98 @@
+"""``txnsafety lint --fix`` / ``--unsafe-fixes`` / ``--diff``: the fixes of a run's findings,
+applied or shown.  The rewrites are :mod:`.fix`'s; this module reads the files the findings
+point at, applies pass after pass (a fix that overlapped another waits for the next pass,
+after the file is linted again) and says what it did."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+from typing import Callable, Iterable, Sequence
+
+from .facts.model import Finding
+from .fix.apply import Outcome, fixed, write
+from .fix.diff import unified
+from .fix.model import Applicability, Fix
+from .fix.plan import FilePlan, plan_file
+
+#: passes of fix-then-lint-again before giving up (each applies at least one fix)
+MAX_PASSES = 10
+
+
+def file_path(shown: str, root: str) -> str:
+    """The file a finding's root-relative path names."""
+    native = shown.replace("/", os.sep)
+    return native if os.path.isabs(native) else os.path.join(root, native)
+
+
+def plan(findings: Sequence[Finding], root: str) -> list[FilePlan]:
+    """Every finding's fix, file by file."""
+    by_file: dict[str, list[Finding]] = collections.defaultdict(list)
+    for f in findings:
+        by_file[f.path].append(f)
+    return [plan_file(file_path(shown, root), found) for shown, found in by_file.items()]
+
+
+def fixes_of(plans: Iterable[FilePlan]) -> dict[Finding, Fix]:
+    return {f: fix for p in plans for f, fix in p.fixes.items()}
+
+
+@dataclasses.dataclass
+class FixSummary:
+    """What ``--fix`` did: fixes applied, files written, problems (one line each)."""
+
+    applied: int = 0
+    files: set = dataclasses.field(default_factory=set)
+    problems: list = dataclasses.field(default_factory=list)
+
+
+def apply_pass(plans: Sequence[FilePlan], unsafe_fixes: bool, summary: FixSummary) -> int:
+    """Apply what applies in each file; the number of fixes written."""
+    written = 0
+    for p in plans:
+        outcome = fixed(p, unsafe_fixes)
+        problem = outcome.problem or write(p, outcome)
+        if problem:
+            summary.problems.append(f"{p.path}: {problem}")
+        elif outcome.new is not None:
+            written += len(outcome.applied)
+            summary.files.add(p.path)
+    summary.applied += written
+    return written
+
+
+def fix_until_done(findings: list[Finding], lint: Callable[[], list[Finding]], root: str,
+                   unsafe_fixes: bool) -> tuple[list[Finding], FixSummary]:
+    """Fix ``findings``, lint again, fix again, until a pass fixes nothing; the findings
+    that remain."""
+    summary = FixSummary()
+    for _ in range(MAX_PASSES):
+        if not apply_pass(plan(findings, root), unsafe_fixes, summary):
+            break
+        findings = lint()
+    return findings, summary
+
+
+def diff(plans: Sequence[FilePlan], unsafe_fixes: bool) -> tuple[str, int]:
+    """The unified diff of the fixes ``--fix`` would apply in one pass, and how many."""
+    parts = []
+    count = 0
+    for p in sorted(plans, key=lambda p: p.path):
+        outcome: Outcome = fixed(p, unsafe_fixes)
+        if outcome.new is not None:
+            shown = os.path.relpath(p.path) if not os.path.relpath(p.path).startswith("..") else p.path
+            parts.append(unified(shown.replace(os.sep, "/"), outcome.old, outcome.new))
+            count += len(outcome.applied)
+    return "".join(parts), count
+
+
+def fixable_line(fixes: dict[Finding, Fix], unsafe_fixes: bool) -> str:
+    """``3 fixable with --fix (1 more with --unsafe-fixes)``, or "" when nothing is."""
+    safe = sum(1 for fix in fixes.values() if fix.available and fix.applicability.applies(unsafe_fixes))
+    hidden = sum(1 for fix in fixes.values() if fix.available and not unsafe_fixes
+                 and fix.applicability is Applicability.UNSAFE)
+    if not safe and not hidden:
+        return ""
+    more = f" ({hidden} more with --unsafe-fixes)" if hidden else ""
+    flag = "--fix --unsafe-fixes" if unsafe_fixes else "--fix"
+    return f"{safe} fixable with {flag}{more}\n"

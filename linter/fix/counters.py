@@ -77,22 +77,28 @@ def _django(src: FileSource, loc: Located, save: Save, change_line: int) -> Opti
     if save.fields is not None and not fields <= set(save.fields):
         return None
     read = only_binding(function, save.obj)
-    model = django_manager_root(read) if read is not None else None
-    if model is None or not _undisturbed(src, loc, save, counters):
+    root = django_manager_root(read) if read is not None else None
+    if root is None or not _undisturbed(src, loc, save, counters):
         return None
+    model, alias = root
+    manager = f"{model}.objects"
+    if alias is not None:
+        if not _stable(alias, function):
+            return None                 # the row's database is not certainly the same at the save
+        manager += f".using({src.code(alias)})"
     f_import = binding(src.module, "django.db.models", "F")
     if f_import is False or ("F" in names_in(function) and not f_import):
         return None
     refresh = _refresh_fields(src, loc, save.obj, counters)
     if refresh is None:
         return None
-    new_block = _django_block(src, loc, save, counters, model, refresh)
+    new_block = _django_block(src, loc, save, counters, manager, refresh)
     tree = src.module.deep_replace(loc.block, new_block)
     if f_import is None:
         tree = with_import(tree, "django.db.models", "F")
     unsafe = class_defines(src.module, model, "save")
     shown = ", ".join(f'{c.field}=F("{c.field}") {c.op} ...' for c in counters)
-    description = f"update `{save.obj}` atomically: `{model}.objects.filter(pk=...).update({shown})`"
+    description = f"update `{save.obj}` atomically: `{manager}.filter(pk=...).update({shown})`"
     if unsafe:
         description += f" (`{model}.save()` is overridden and would no longer run for it)"
     return Fix(description, Applicability.UNSAFE if unsafe else Applicability.SAFE,
@@ -145,13 +151,25 @@ def _refresh_fields(src: FileSource, loc: Located, obj: str,
     return [f for f in fields if f in after.reads]
 
 
+def _stable(alias: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+    """Whether ``alias`` means the same at the save as at the read: a string, or a
+    parameter the function never re-binds."""
+    if isinstance(alias, cst.SimpleString):
+        return True
+    if not isinstance(alias, cst.Name):
+        return False
+    params = {p.name.value for p in (*function.params.params, *function.params.kwonly_params,
+                                     *function.params.posonly_params)}
+    return alias.value in params and not uses_of(alias.value, [function.body]).rebound
+
+
 def _django_block(src: FileSource, loc: Located, save: Save, counters: list[Counter],
-                  model: str, refresh: list[str]) -> cst.CSTNode:
+                  manager: str, refresh: list[str]) -> cst.CSTNode:
     """The save's block with the counters' lines gone and the save rewritten."""
     cfg = src.module.config_for_parsing
     sets = ", ".join(f'{c.field}=F("{c.field}") {c.op} {delta_code(src.module, c.delta)}'
                      for c in counters)
-    lines = [f"{model}.objects.filter(pk={save.obj}.pk).update({sets})"]
+    lines = [f"{manager}.filter(pk={save.obj}.pk).update({sets})"]
     if save.fields is not None:
         rest = [el for el, name in zip(save.elements, save.fields)
                 if name not in {c.field for c in counters}]
@@ -214,7 +232,9 @@ def _sqlalchemy(src: FileSource, finding: Finding, hint: tuple[str, str, int]) -
     read = only_binding(function, obj)
     if read is None:
         return None
-    model = sqlalchemy_model(read) or f"type({obj})"
+    model = sqlalchemy_model(read)
+    if model is None:
+        return None                     # the class is not named where the row is read
     later = uses_between(src, function, obj, end)
     small = cst.parse_statement(
         f"{obj}.{field} = {model}.{field} {c.op} {delta_code(src.module, c.delta)}\n",

@@ -177,37 +177,48 @@ def call_chain(expr: cst.BaseExpression) -> list[cst.Call]:
             return out
 
 
-def django_manager_root(expr: cst.BaseExpression) -> Optional[str]:
-    """``Model`` when ``expr`` is a read through ``Model.objects`` (``Model.objects.get(...)``,
-    ``Model.objects.filter(...).first()``)."""
+def django_manager_root(expr: cst.BaseExpression) -> Optional[tuple[str, Optional[cst.BaseExpression]]]:
+    """(``Model``, the database alias a ``.using(alias)`` in the chain names, else None)
+    when ``expr`` is a read through ``Model.objects`` (``Model.objects.get(...)``,
+    ``Model.objects.using(db).filter(...).first()``); None for any other read, or a chain
+    with ``db_manager()`` or more than one ``using()``."""
     node = expr
+    aliases = []
     while isinstance(node, (cst.Call, cst.Attribute)):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and node.func.attr.value in ("using", "db_manager"):
+            if node.func.attr.value == "db_manager" or len(node.args) != 1 or node.args[0].keyword:
+                return None
+            aliases.append(node.args[0].value)
         if isinstance(node, cst.Attribute) and node.attr.value == "objects" \
                 and isinstance(node.value, cst.Name):
-            return node.value.value
+            return (node.value.value, aliases[0] if aliases else None) if len(aliases) < 2 else None
         node = node.func if isinstance(node, cst.Call) else node.value
     return None
 
 
-_SQLA_READS = {"get", "query", "select", "get_or_404", "first_or_404", "one_or_404"}
+_SQLA_READS = {"get", "query", "select", "get_or_404"}
 
 
 def sqlalchemy_model(expr: cst.BaseExpression) -> Optional[str]:
     """The mapped class a SQLAlchemy read names: ``session.get(Post, pid)``,
-    ``session.query(Post)...``, ``session.scalars(select(Post)...)``, ``Post.query...``."""
-    for node in _walk_calls(expr):
-        func = node.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else \
-            func.value if isinstance(func, cst.Name) else None
-        if name in _SQLA_READS and node.args and isinstance(node.args[0].value, cst.Name) \
-                and node.args[0].keyword is None:
-            return node.args[0].value.value
+    ``session.query(Post)...``, ``session.scalars(select(Post)...)``, ``Post.query...``;
+    None when it names none for certain."""
     node = expr
     while isinstance(node, (cst.Call, cst.Attribute)):
         if isinstance(node, cst.Attribute) and node.attr.value == "query" \
-                and isinstance(node.value, cst.Name) and node.value.value[:1].isupper():
+                and isinstance(node.value, cst.Name):
             return node.value.value
         node = node.func if isinstance(node, cst.Call) else node.value
+    for call in _walk_calls(expr):
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else \
+            func.value if isinstance(func, cst.Name) else None
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        wanted = 2 if name == "get" else 1      # session.get(Model, pk); query(Model), select(Model)
+        if name in _SQLA_READS and len(positional) >= wanted \
+                and isinstance(positional[0].value, cst.Name):
+            return positional[0].value.value
     return None
 
 

@@ -179,7 +179,8 @@ def _django_block(src: FileSource, loc: Located, save: Save, counters: list[Coun
                 items += ","
             lines.append(f"{save.obj}.save(update_fields={save.bracket[0]}{items}{save.bracket[1]})")
     if refresh:
-        lines.append(f"{save.obj}.refresh_from_db(fields=[{', '.join(repr(f) for f in refresh)}])")
+        names = ", ".join(f'"{field}"' for field in refresh)
+        lines.append(f"{save.obj}.refresh_from_db(fields=[{names}])")
     old = loc.statement
     assert isinstance(old, cst.SimpleStatementLine)
     new = [cst.parse_statement(line + "\n", config=cfg) for line in lines]

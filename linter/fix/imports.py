@@ -64,5 +64,12 @@ def with_import(tree: cst.Module, module: str, name: str) -> cst.Module:
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             break
     new = cst.parse_statement(f"from {module} import {name}\n", config=tree.config_for_parsing)
+    if at < len(body) and isinstance(body[at], (cst.FunctionDef, cst.ClassDef)):
+        following = body[at]
+        blank = sum(1 for line in following.leading_lines if line.comment is None)
+        if blank < 2:                   # PEP 8: two blank lines before a top-level def
+            following = following.with_changes(
+                leading_lines=[cst.EmptyLine()] * (2 - blank) + list(following.leading_lines))
+            body[at] = following
     body.insert(at, new)
     return tree.with_changes(body=body)

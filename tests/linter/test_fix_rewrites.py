@@ -59,7 +59,7 @@ def test_django_counter_read_afterwards_is_refreshed():
         """)
     assert fix.applicability is Applicability.SAFE
     assert 'update(views=F("views") - (n * 2))' in after
-    assert "article.refresh_from_db(fields=['views'])\n    return article.views" in after
+    assert 'article.refresh_from_db(fields=["views"])\n    return article.views' in after
 
 
 def test_django_update_fields_keeps_the_other_fields_saved():

@@ -165,7 +165,7 @@ def _baselined(args: argparse.Namespace, settings: Settings, findings: list) -> 
 
 def _diff(run: RunResult, findings: list, settings: Settings) -> int:
     """``--diff``: the fixes as a unified diff on stdout, a count on stderr; nothing written."""
-    text_out, count = diff(plan(findings, settings.root), settings.unsafe_fixes)
+    text_out, count = diff(plan(findings, settings.root, settings.analysis), settings.unsafe_fixes)
     sys.stdout.write(text_out)
     noun = "finding" if count == 1 else "findings"
     print(f"txnsafety lint: would fix {count} {noun}", file=sys.stderr)
@@ -184,7 +184,8 @@ def _fix(args: argparse.Namespace, settings: Settings, run: RunResult,
         runs.append(lint_paths(args.paths, settings, cross_module=not args.no_cross_module))
         return _baselined(args, settings, runs[-1].findings) or []
 
-    remaining, summary = fix_until_done(findings, lint, settings.root, settings.unsafe_fixes)
+    remaining, summary = fix_until_done(findings, lint, settings.root, settings.unsafe_fixes,
+                                        settings.analysis)
     for line in summary.problems:
         print(line, file=sys.stderr)
     if summary.applied:
@@ -201,7 +202,8 @@ def _write_report(args: argparse.Namespace, settings: Settings, findings: list,
     fixable count of a text report on stderr.  Fixes are computed for the text marks and
     SARIF only."""
     to_stdout = not args.output
-    fixes = fixes_of(plan(findings, settings.root)) if args.format in ("text", "sarif") and findings else {}
+    fixes = fixes_of(plan(findings, settings.root, settings.analysis)) \
+        if args.format in ("text", "sarif") and findings else {}
     if args.format == "text":
         fixable = {f for f, fix in fixes.items()
                    if fix.available and fix.applicability.applies(settings.unsafe_fixes)}

@@ -4,16 +4,20 @@ point at, applies pass after pass (a fix that overlapped another waits for the n
 after the file is linted again) and says what it did."""
 from __future__ import annotations
 
+import ast
 import collections
 import dataclasses
 import os
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
+from .analysis import analyze_source
+from .facts.config import Config
 from .facts.model import Finding
 from .fix.apply import Outcome, fixed, write
 from .fix.diff import unified
 from .fix.model import Applicability, Fix
-from .fix.plan import FilePlan, plan_file
+from .fix.plan import FilePlan, Recheck, plan_file
+from .report.identity import with_functions
 
 #: passes of fix-then-lint-again before giving up (each applies at least one fix)
 MAX_PASSES = 10
@@ -25,12 +29,22 @@ def file_path(shown: str, root: str) -> str:
     return native if os.path.isabs(native) else os.path.join(root, native)
 
 
-def plan(findings: Sequence[Finding], root: str) -> list[FilePlan]:
-    """Every finding's fix, file by file."""
+def rechecker(cfg: Optional[Config]) -> Recheck:
+    """The linter on one module's text, each finding as (code, enclosing function): what a
+    fix is checked against (no finding it did not have, fewer of the one it fixes)."""
+    def recheck(text: str) -> list[tuple[str, Optional[str]]]:
+        found = with_functions(analyze_source(text, cfg, "fix.py"), ast.parse(text))
+        return [(f.code, f.function) for f in found]
+    return recheck
+
+
+def plan(findings: Sequence[Finding], root: str, cfg: Optional[Config] = None) -> list[FilePlan]:
+    """Every finding's fix, file by file, each checked by the linter (:func:`rechecker`)."""
     by_file: dict[str, list[Finding]] = collections.defaultdict(list)
     for f in findings:
         by_file[f.path].append(f)
-    return [plan_file(file_path(shown, root), found) for shown, found in by_file.items()]
+    recheck = rechecker(cfg)
+    return [plan_file(file_path(shown, root), found, recheck) for shown, found in by_file.items()]
 
 
 def fixes_of(plans: Iterable[FilePlan]) -> dict[Finding, Fix]:
@@ -62,12 +76,12 @@ def apply_pass(plans: Sequence[FilePlan], unsafe_fixes: bool, summary: FixSummar
 
 
 def fix_until_done(findings: list[Finding], lint: Callable[[], list[Finding]], root: str,
-                   unsafe_fixes: bool) -> tuple[list[Finding], FixSummary]:
+                   unsafe_fixes: bool, cfg: Optional[Config] = None) -> tuple[list[Finding], FixSummary]:
     """Fix ``findings``, lint again, fix again, until a pass fixes nothing; the findings
     that remain."""
     summary = FixSummary()
     for _ in range(MAX_PASSES):
-        if not apply_pass(plan(findings, root), unsafe_fixes, summary):
+        if not apply_pass(plan(findings, root, cfg), unsafe_fixes, summary):
             break
         findings = lint()
     return findings, summary

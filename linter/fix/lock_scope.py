@@ -21,7 +21,8 @@ from .model import Applicability, Fix, no_fix
 from .source import FileSource
 
 
-def _suspends(nodes) -> bool:
+def suspends(nodes) -> bool:
+    """Whether ``nodes`` hold a ``yield`` or an ``await`` (outside nested functions)."""
     hit = []
 
     class _Finder(cst.CSTVisitor):
@@ -42,7 +43,7 @@ def lock_scope_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
         return no_fix("the lock is taken for the callers: their transaction must hold it")
     function = loc.function
     wrapped = list(loc.block.body[loc.index:])
-    if function.asynchronous is not None or _suspends([function.body]):
+    if function.asynchronous is not None or suspends([function.body]):
         return no_fix("an async function or a generator: a transaction must not stay open "
                       "across an await or a yield")
     found = binding(src.module, "django.db", "transaction")

@@ -6,6 +6,7 @@ cannot be applied."""
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import warnings
 from typing import Callable, Mapping, Optional, Sequence
@@ -14,15 +15,22 @@ from ..facts.model import Finding
 from .counters import counter_fix
 from .edits import apply_edits
 from .lock_scope import lock_scope_fix
+from .locked_read import locked_read_fix
 from .model import Fix, no_fix
 from .source import FileSource
 
 Fixer = Callable[[FileSource, Finding], Optional[Fix]]
+#: the findings of a module's text, as (code, enclosing function): what a fix is checked
+#: against (the entry point hands the linter's own analysis in; ``fix/`` imports no rule)
+Recheck = Callable[[str], Sequence[tuple[str, Optional[str]]]]
 
 #: the fixers, by code (each a module of this package)
 FIXERS: Mapping[str, Sequence[Fixer]] = {
-    "TXN106": (counter_fix,),
+    "TXN101": (locked_read_fix,),
+    "TXN102": (locked_read_fix,),
+    "TXN106": (counter_fix, locked_read_fix),
     "TXN108": (lock_scope_fix,),
+    "TXN109": (locked_read_fix,),
 }
 
 #: why a code has no mechanical fix in general, or when its fixer found no shape it rewrites
@@ -50,18 +58,37 @@ def parses(text: str) -> bool:
     return True
 
 
-def fix_for(src: FileSource, finding: Finding) -> Fix:
-    """``finding``'s fix in ``src``, or a :data:`~.model.Applicability.NONE` fix saying why."""
+def fix_for(src: FileSource, finding: Finding, recheck: Optional[Recheck] = None) -> Fix:
+    """``finding``'s fix in ``src``, or a :data:`~.model.Applicability.NONE` fix saying why.
+
+    ``recheck``: the linter on a text; a fix after which the file has a finding it did not
+    have (by code and function), or still has every finding of the fixed one's code and
+    function, is no fix."""
     for fixer in FIXERS.get(finding.code, ()):
         try:
             fix = fixer(src, finding)
         except Exception:  # noqa: BLE001 - a fixer's failure is no fix, never a broken run
             fix = None
-        if fix is not None and fix.edits and not parses(apply_edits(src.text, fix.edits)):
+        if fix is not None and fix.edits and not _holds(src, finding, fix, recheck):
             fix = None
         if fix is not None:
             return fix
     return no_fix("no mechanical fix: " + WHY_NONE.get(finding.code, "none known"))
+
+
+def _holds(src: FileSource, finding: Finding, fix: Fix, recheck: Optional[Recheck]) -> bool:
+    new = apply_edits(src.text, fix.edits)
+    if not parses(new):
+        return False
+    if recheck is None:
+        return True
+    try:
+        before = collections.Counter(recheck(src.text))
+        after = collections.Counter(recheck(new))
+    except Exception:  # noqa: BLE001 - a text the linter cannot judge gets no fix
+        return False
+    key = (finding.code, finding.function)
+    return not after - before and (before[key] == 0 or after[key] < before[key])
 
 
 @dataclasses.dataclass
@@ -75,10 +102,10 @@ class FilePlan:
     problem: str = ""
 
 
-def plan_file(path: str, findings: Sequence[Finding]) -> FilePlan:
+def plan_file(path: str, findings: Sequence[Finding], recheck: Optional[Recheck] = None) -> FilePlan:
     try:
         src = FileSource.read(path)
     except (OSError, ValueError, SyntaxError, LookupError) as exc:
         reason = f"no fix: {exc}"
         return FilePlan(path, None, {f: no_fix(reason) for f in findings}, reason)
-    return FilePlan(path, src, {f: fix_for(src, f) for f in findings})
+    return FilePlan(path, src, {f: fix_for(src, f, recheck) for f in findings})

@@ -78,7 +78,7 @@ def test_text_marks_fixable_findings_and_counts_them(project, capsys):
     lines = captured.out.splitlines()
     assert [line.split(": ", 1)[1][:10] for line in lines] == \
         ["TXN108 [*]", "TXN102 unp", "TXN106 [*]"]
-    assert "2 fixable with --fix\n" in captured.err
+    assert "2 fixable with --fix (1 more with --unsafe-fixes)\n" in captured.err
     assert (project / "views.py").read_text() == COUNTER          # nothing written
 
 
@@ -178,7 +178,8 @@ def test_sarif_fixes_replay_to_what_fix_writes(project, capsys, tmp_path_factory
     assert lint(project, "--format", "sarif") == 1
     results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
     with_fix = {r["ruleId"]: r["fixes"][0] for r in results if "fixes" in r}
-    assert set(with_fix) == {"TXN106", "TXN108"}
+    assert set(with_fix) == {"TXN102", "TXN106", "TXN108"}
+    assert "(unsafe)" in with_fix["TXN102"]["description"]["text"]
     change = with_fix["TXN106"]["artifactChanges"][0]
     assert change["artifactLocation"]["uri"] == "views.py"
     lines = COUNTER.splitlines(keepends=True)

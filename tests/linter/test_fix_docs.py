@@ -7,10 +7,11 @@ import re
 import pytest
 
 from txnsafety_lint.analysis import analyze_source
-from txnsafety_lint.facts.config import LINTER_CODES
+from txnsafety_lint.facts.config import LINTER_CODES, Config
 from txnsafety_lint.fix.apply import fixed
 from txnsafety_lint.fix.plan import FilePlan, fix_for
 from txnsafety_lint.fix.source import FileSource
+from txnsafety_lint.fixing import rechecker
 
 from .test_docs import DOCS, as_function, sections
 
@@ -18,8 +19,10 @@ SECTION = "Automatic fix"
 
 
 def fix_all(source: str) -> str:
+    cfg = Config().update({"enable": ["TXN109"], "gets": ["get_user"]})
     src = FileSource("m.py", source.encode("utf-8"))
-    plan = FilePlan("m.py", src, {f: fix_for(src, f) for f in analyze_source(source, None, "m.py")})
+    found = analyze_source(source, cfg, "m.py")
+    plan = FilePlan("m.py", src, {f: fix_for(src, f, rechecker(cfg)) for f in found})
     outcome = fixed(plan, unsafe_fixes=True)
     return outcome.new if outcome.new is not None else source
 

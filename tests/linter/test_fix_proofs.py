@@ -17,6 +17,7 @@ from txnsafety_lint.fix.apply import fixed
 from txnsafety_lint.fix.model import Applicability
 from txnsafety_lint.fix.plan import FilePlan, fix_for, parses
 from txnsafety_lint.fix.source import FileSource
+from txnsafety_lint.fixing import rechecker
 from txnsafety_lint.report.identity import with_functions
 
 from .helpers import fixture_config, fixture_files
@@ -33,7 +34,7 @@ def one_pass(text: str, cfg: Config):
     """(new text, the findings whose fixes were applied) of one ``--fix --unsafe-fixes`` pass."""
     src = FileSource("m.py", text.encode("utf-8"))
     found = findings_of(text, cfg)
-    plan = FilePlan("m.py", src, {f: fix_for(src, f) for f in found})
+    plan = FilePlan("m.py", src, {f: fix_for(src, f, rechecker(cfg)) for f in found})
     outcome = fixed(plan, unsafe_fixes=True)
     assert not outcome.problem, outcome.problem
     done = [f for f, fix in plan.fixes.items() if any(fix is a for a in outcome.applied)]
@@ -88,6 +89,19 @@ def test_the_eval_files_have_safe_fixes_for_counters_and_locks():
         source = path.read_text(encoding="utf-8")
         src = FileSource(str(path), source.encode("utf-8"))
         for f in analyze_source(source, fixture_config(source), str(path)):
-            counts[f.code, fix_for(src, f).applicability] += 1
+            counts[f.code, fix_for(src, f, rechecker(fixture_config(source))).applicability] += 1
     assert counts["TXN106", Applicability.SAFE] >= 10
     assert counts["TXN108", Applicability.SAFE] >= 3
+    assert counts["TXN102", Applicability.UNSAFE] >= 5
+
+
+def test_a_fix_that_would_bring_a_new_finding_is_refused():
+    """Two sessions read one row; locking the second read (``with_for_update``) would leave
+    a write the linter reports as TXN104: the check refuses that fix."""
+    path = [p for p in FILES if p.name == "sqlalchemy_txn103.py"][0]
+    source = path.read_text(encoding="utf-8")
+    src = FileSource(str(path), source.encode("utf-8"))
+    finding = next(f for f in findings_of(source, Config()) if f.code == "TXN102"
+                   and f.function == "bad_two_sessions" and f.line == 14)
+    assert fix_for(src, finding).applicability is Applicability.UNSAFE       # unchecked
+    assert fix_for(src, finding, rechecker(Config())).applicability is Applicability.NONE

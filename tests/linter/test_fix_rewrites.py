@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from txnsafety_lint.analysis import analyze_source
+from txnsafety_lint.fix.counters import counter_fix
 from txnsafety_lint.fix.edits import apply_edits
 from txnsafety_lint.fix.model import Applicability
 from txnsafety_lint.fix.plan import fix_for
@@ -14,8 +15,9 @@ DJANGO_HEAD = "from django.db import transaction\nfrom shop.models import Articl
 SQLA_HEAD = "from app.models import Post\n\n\n"
 
 
-def fixes(source: str, code: str):
-    """(fix, the file with it applied) for every ``code`` finding of ``source``."""
+def fixes(source: str, code: str, fixer=None):
+    """(fix, the file with it applied) for every ``code`` finding of ``source`` (by
+    ``fixer`` alone when given: None for no fix)."""
     head, sep, body = source.partition("\n\n\n")
     source = head + sep + textwrap.dedent(body) if sep and not head.startswith(" ") \
         else textwrap.dedent(source)
@@ -23,8 +25,8 @@ def fixes(source: str, code: str):
     out = []
     for finding in analyze_source(source, None, "m.py"):
         if finding.code == code:
-            fix = fix_for(src, finding)
-            out.append((fix, apply_edits(source, fix.edits)))
+            fix = fixer(src, finding) if fixer else fix_for(src, finding)
+            out.append((fix, apply_edits(source, fix.edits) if fix else source))
     assert out, f"no {code} finding in:\n{source}"
     return out
 
@@ -98,8 +100,8 @@ def test_no_django_fix_where_the_rewrite_could_show():
     }
     for name, body in shapes.items():
         source = DJANGO_HEAD + f"def view(pk, n):\n    article = Article.objects.get(pk=pk)\n    {body}\n"
-        for fix, after in fixes(source, "TXN106"):
-            assert fix.applicability is Applicability.NONE, name
+        for fix, after in fixes(source, "TXN106", counter_fix):
+            assert fix is None, name
             assert after == source, name
 
 
@@ -110,8 +112,8 @@ def test_no_django_fix_without_a_read_through_objects_or_with_f_taken():
         "def view(pk):\n    article = Article.objects.get(pk=pk)\n    article.views += 1\n"
         "    article.save()\n")
     for source in (param, taken):
-        (fix, _after), = fixes(source, "TXN106")
-        assert fix.applicability is Applicability.NONE
+        (fix, _after), = fixes(source, "TXN106", counter_fix)
+        assert fix is None
 
 
 def test_django_model_overriding_save_gets_an_unsafe_fix():
@@ -142,8 +144,8 @@ def test_sqlalchemy_counter_read_later_is_unsafe_and_in_a_loop_none():
     assert fix.applicability is Applicability.UNSAFE
     between = SQLA_HEAD + "def like(session, pid):\n    post = session.get(Post, pid)\n" \
         "    post.likes += 1\n    print(post.likes)\n    session.commit()\n"
-    fix, _after = only(between)
-    assert fix.applicability is Applicability.NONE
+    (fix, _after), = fixes(between, "TXN106", counter_fix)
+    assert fix is None
 
 
 def test_lock_outside_transaction_is_wrapped_in_atomic():
@@ -180,3 +182,55 @@ def test_lock_outside_transaction_in_a_generator_has_no_fix():
             yield seat
         """, "TXN108")
     assert fix.applicability is Applicability.NONE and "yield" in fix.description
+
+
+def test_unsafe_locked_read_wraps_a_django_read_and_its_save():
+    fix, after = only(DJANGO_HEAD.replace("from django.db import transaction\n", "") + """\
+        def rename(request, pk):
+            # the profile
+            profile = Profile.objects.get(pk=pk)
+            profile.nickname = request.POST["nickname"]
+            profile.save()
+        """, "TXN102")
+    assert fix.applicability is Applicability.UNSAFE
+    assert "from django.db import transaction\n" in after
+    assert ("    # the profile\n    with transaction.atomic():\n"
+            "        profile = Profile.objects.select_for_update().get(pk=pk)\n"
+            "        profile.nickname = request.POST[\"nickname\"]\n        profile.save()\n") in after
+
+
+def test_unsafe_locked_read_moves_a_read_into_the_block_that_writes():
+    fix, after = only(DJANGO_HEAD + """\
+        def withdraw(pk, amount):
+            account = Account.objects.get(pk=pk)
+            with transaction.atomic():
+                account.balance = account.balance - amount
+                account.save()
+        """, "TXN101")
+    assert fix.applicability is Applicability.UNSAFE
+    assert ("    with transaction.atomic():\n"
+            "        account = Account.objects.select_for_update().get(pk=pk)\n"
+            "        account.balance = account.balance - amount\n") in after
+    assert after.count("Account.objects") == 1
+
+
+def test_no_locked_read_when_something_between_uses_the_row_or_its_key():
+    for between in ("log(account)", "pk = other"):
+        source = DJANGO_HEAD + (
+            "def withdraw(pk, amount, other):\n    account = Account.objects.get(pk=pk)\n"
+            f"    {between}\n    with transaction.atomic():\n"
+            "        account.balance = account.balance - amount\n        account.save()\n")
+        (fix, after), = fixes(source, "TXN101")
+        assert fix.applicability is Applicability.NONE, between
+        assert after == source
+
+
+def test_unsafe_locked_read_for_sqlalchemy_get():
+    fix, after = only(SQLA_HEAD + """\
+        def title_case(session, uid):
+            user = session.get(User, uid)
+            user.name = user.name.title()
+            session.commit()
+        """, "TXN102")
+    assert fix.applicability is Applicability.UNSAFE
+    assert "    user = session.get(User, uid, with_for_update=True)\n" in after

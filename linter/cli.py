@@ -165,8 +165,11 @@ def _baselined(args: argparse.Namespace, settings: Settings, findings: list) -> 
 
 def _diff(run: RunResult, findings: list, settings: Settings) -> int:
     """``--diff``: the fixes as a unified diff on stdout, a count on stderr; nothing written."""
-    text_out, count = diff(plan(findings, settings.root, settings.analysis), settings.unsafe_fixes)
+    text_out, count, notes = diff(plan(findings, settings.root, settings.analysis),
+                                  settings.unsafe_fixes)
     sys.stdout.write(text_out)
+    for line in notes:
+        print(line, file=sys.stderr)
     noun = "finding" if count == 1 else "findings"
     print(f"txnsafety lint: would fix {count} {noun}", file=sys.stderr)
     if run.errors:
@@ -186,7 +189,7 @@ def _fix(args: argparse.Namespace, settings: Settings, run: RunResult,
 
     remaining, summary = fix_until_done(findings, lint, settings.root, settings.unsafe_fixes,
                                         settings.analysis)
-    for line in summary.problems:
+    for line in summary.problems + summary.notes:
         print(line, file=sys.stderr)
     if summary.applied:
         noun = "finding" if summary.applied == 1 else "findings"

@@ -58,6 +58,8 @@ class FixSummary:
     applied: int = 0
     files: set = dataclasses.field(default_factory=set)
     problems: list = dataclasses.field(default_factory=list)
+    #: what the user must still do for an applied fix (``path: note: ...``)
+    notes: list = dataclasses.field(default_factory=list)
 
 
 def apply_pass(plans: Sequence[FilePlan], unsafe_fixes: bool, summary: FixSummary) -> int:
@@ -71,6 +73,7 @@ def apply_pass(plans: Sequence[FilePlan], unsafe_fixes: bool, summary: FixSummar
         elif outcome.new is not None:
             written += len(outcome.applied)
             summary.files.add(p.path)
+            summary.notes += [f"{p.path}: note: {fix.note}" for fix in outcome.applied if fix.note]
     summary.applied += written
     return written
 
@@ -87,9 +90,11 @@ def fix_until_done(findings: list[Finding], lint: Callable[[], list[Finding]], r
     return findings, summary
 
 
-def diff(plans: Sequence[FilePlan], unsafe_fixes: bool) -> tuple[str, int]:
-    """The unified diff of the fixes ``--fix`` would apply in one pass, and how many."""
+def diff(plans: Sequence[FilePlan], unsafe_fixes: bool) -> tuple[str, int, list[str]]:
+    """The unified diff of the fixes ``--fix`` would apply in one pass, how many, and their
+    notes (what the user must still do)."""
     parts = []
+    notes: list[str] = []
     count = 0
     for p in sorted(plans, key=lambda p: p.path):
         outcome: Outcome = fixed(p, unsafe_fixes)
@@ -97,7 +102,8 @@ def diff(plans: Sequence[FilePlan], unsafe_fixes: bool) -> tuple[str, int]:
             shown = os.path.relpath(p.path) if not os.path.relpath(p.path).startswith("..") else p.path
             parts.append(unified(shown.replace(os.sep, "/"), outcome.old, outcome.new))
             count += len(outcome.applied)
-    return "".join(parts), count
+            notes += [f"{shown}: note: {fix.note}" for fix in outcome.applied if fix.note]
+    return "".join(parts), count, notes
 
 
 def fixable_line(fixes: dict[Finding, Fix], unsafe_fixes: bool) -> str:

@@ -14,6 +14,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from ..facts.model import Finding
 from .counters import counter_fix
 from .edits import apply_edits
+from .exists_create import exists_create_fix
 from .lock_scope import lock_scope_fix
 from .locked_read import locked_read_fix
 from .model import Fix, no_fix
@@ -28,6 +29,7 @@ Recheck = Callable[[str], Sequence[tuple[str, Optional[str]]]]
 FIXERS: Mapping[str, Sequence[Fixer]] = {
     "TXN101": (locked_read_fix,),
     "TXN102": (locked_read_fix,),
+    "TXN105": (exists_create_fix,),
     "TXN106": (counter_fix, locked_read_fix),
     "TXN108": (lock_scope_fix,),
     "TXN109": (locked_read_fix,),

@@ -153,7 +153,8 @@ def _sarif_fix(f: Finding, fix: Fix) -> dict:
     replacements = [{"deletedRegion": {"startLine": e.start_line, "startColumn": 1,
                                        "endLine": e.end_line, "endColumn": 1},
                      "insertedContent": {"text": e.content}} for e in fix.edits]
-    return {"description": {"text": f"{fix.description} ({fix.applicability.value})"},
+    note = f". {fix.note}" if fix.note else ""
+    return {"description": {"text": f"{fix.description} ({fix.applicability.value}){note}"},
             "artifactChanges": [{"artifactLocation": _artifact(f.path),
                                  "replacements": replacements}]}
 

@@ -234,3 +234,34 @@ def test_unsafe_locked_read_for_sqlalchemy_get():
         """, "TXN102")
     assert fix.applicability is Applicability.UNSAFE
     assert "    user = session.get(User, uid, with_for_update=True)\n" in after
+
+
+def test_unsafe_get_or_create_names_the_constraint_it_needs():
+    fix, after = only("""\
+        from shop.models import Signup
+
+
+        def join(email, note):
+            # once per address
+            if not Signup.objects.filter(email=email).exists():
+                Signup.objects.create(email=email, note=note)  # the insert
+            return email
+        """, "TXN105")
+    assert fix.applicability is Applicability.UNSAFE
+    assert ('    # once per address\n'
+            '    Signup.objects.get_or_create(email=email, defaults={"note": note})  # the insert\n'
+            '    return email\n') in after
+    assert 'UniqueConstraint(fields=["email"], name="unique_signup_email")' in fix.note
+    assert "migration" in fix.note
+
+
+def test_no_get_or_create_when_the_insert_differs_from_the_check():
+    for create in ("Signup.objects.create(email=email.lower())",
+                   "Signup.objects.create(email=email)\n    else:\n        pass",
+                   "signup = Signup.objects.create(email=email)"):
+        source = ("from shop.models import Other, Signup\n\n\ndef join(email):\n"
+                  "    if not Signup.objects.filter(email=email).exists():\n"
+                  f"        {create}\n")
+        for fix, after in fixes(source, "TXN105"):
+            assert fix.applicability is Applicability.NONE, create
+            assert after == source

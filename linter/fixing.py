@@ -32,9 +32,13 @@ def file_path(shown: str, root: str) -> str:
 def rechecker(cfg: Optional[Config]) -> Recheck:
     """The linter on one module's text, each finding as (code, enclosing function): what a
     fix is checked against (no finding it did not have, fewer of the one it fixes)."""
+    seen: dict[str, list[tuple[str, Optional[str]]]] = {}
+
     def recheck(text: str) -> list[tuple[str, Optional[str]]]:
-        found = with_functions(analyze_source(text, cfg, "fix.py"), ast.parse(text))
-        return [(f.code, f.function) for f in found]
+        if text not in seen:            # a file's own text is asked once per fix
+            found = with_functions(analyze_source(text, cfg, "fix.py"), ast.parse(text))
+            seen[text] = [(f.code, f.function) for f in found]
+        return seen[text]
     return recheck
 
 

@@ -75,7 +75,7 @@ def fix_for(src: FileSource, finding: Finding, recheck: Optional[Recheck] = None
             fix = None
         if fix is not None:
             return fix
-    return no_fix("no mechanical fix: " + WHY_NONE.get(finding.code, "none known"))
+    return fix_for_nothing(finding)
 
 
 def _holds(src: FileSource, finding: Finding, fix: Fix, recheck: Optional[Recheck]) -> bool:
@@ -93,10 +93,16 @@ def _holds(src: FileSource, finding: Finding, fix: Fix, recheck: Optional[Rechec
     return not after - before and (before[key] == 0 or after[key] < before[key])
 
 
+def fix_for_nothing(finding: Finding) -> Fix:
+    """Why ``finding`` has no fix: its code's reason."""
+    return no_fix("no mechanical fix: " + WHY_NONE.get(finding.code, "none known"))
+
+
 @dataclasses.dataclass
 class FilePlan:
     """One file's findings and their fixes, with the source they were computed from (None
-    when it could not be read or parsed: ``problem`` says why)."""
+    when no finding's code has a fixer, or the file could not be read or parsed:
+    ``problem`` says why)."""
 
     path: str
     source: Optional[FileSource]
@@ -105,6 +111,8 @@ class FilePlan:
 
 
 def plan_file(path: str, findings: Sequence[Finding], recheck: Optional[Recheck] = None) -> FilePlan:
+    if not any(f.code in FIXERS for f in findings):      # no parse for codes nothing fixes
+        return FilePlan(path, None, {f: fix_for_nothing(f) for f in findings})
     try:
         src = FileSource.read(path)
     except (OSError, ValueError, SyntaxError, LookupError) as exc:

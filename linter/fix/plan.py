@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from ..facts.model import Finding
 from .counters import counter_fix
-from .edits import apply_edits
+from .edits import apply_edits, compatible
 from .exists_create import exists_create_fix
 from .lock_scope import lock_scope_fix
 from .locked_read import locked_read_fix
@@ -79,7 +79,15 @@ def fix_for(src: FileSource, finding: Finding, recheck: Optional[Recheck] = None
 
 
 def _holds(src: FileSource, finding: Finding, fix: Fix, recheck: Optional[Recheck]) -> bool:
-    new = apply_edits(src.text, fix.edits)
+    return _hold_together(src, [(finding, fix)], recheck)
+
+
+def _hold_together(src: FileSource, pairs: Sequence[tuple[Finding, Fix]],
+                   recheck: Optional[Recheck]) -> bool:
+    """Whether the fixes of ``pairs`` (non-overlapping), applied together, leave a file that
+    parses, has no finding it did not have, and fewer of each fixed one's code and function
+    (by as many as were fixed)."""
+    new = apply_edits(src.text, [e for _f, fix in pairs for e in fix.edits])
     if not parses(new):
         return False
     if recheck is None:
@@ -89,8 +97,9 @@ def _holds(src: FileSource, finding: Finding, fix: Fix, recheck: Optional[Rechec
         after = collections.Counter(recheck(new))
     except Exception:  # noqa: BLE001 - a text the linter cannot judge gets no fix
         return False
-    key = (finding.code, finding.function)
-    return not after - before and (before[key] == 0 or after[key] < before[key])
+    fixed = collections.Counter((f.code, f.function) for f, _fix in pairs)
+    return not after - before and all(before[key] == 0 or after[key] <= before[key] - count
+                                      for key, count in fixed.items())
 
 
 def fix_for_nothing(finding: Finding) -> Fix:
@@ -111,6 +120,8 @@ class FilePlan:
 
 
 def plan_file(path: str, findings: Sequence[Finding], recheck: Optional[Recheck] = None) -> FilePlan:
+    """Each finding's fix.  The fixes that do not overlap are checked together first (one
+    analysis for the file's usual case); when that check fails, each is checked alone."""
     if not any(f.code in FIXERS for f in findings):      # no parse for codes nothing fixes
         return FilePlan(path, None, {f: fix_for_nothing(f) for f in findings})
     try:
@@ -118,4 +129,31 @@ def plan_file(path: str, findings: Sequence[Finding], recheck: Optional[Recheck]
     except (OSError, ValueError, SyntaxError, LookupError) as exc:
         reason = f"no fix: {exc}"
         return FilePlan(path, None, {f: no_fix(reason) for f in findings}, reason)
-    return FilePlan(path, src, {f: fix_for(src, f, recheck) for f in findings})
+    first = {f: fix_for(src, f) for f in findings}          # parsed, not yet checked
+    if recheck is None:
+        return FilePlan(path, src, first)
+    ordered = sorted(((f, fix) for f, fix in first.items() if fix.available),
+                     key=lambda pair: pair[0].sort_key())
+    together: list[tuple[Finding, Fix]] = []
+    edits: list = []
+    for finding, fix in ordered:
+        if compatible(edits, fix.edits):
+            together.append((finding, fix))
+            edits.extend(e for e in fix.edits if e not in edits)
+    if together and _hold_together(src, _dedup(together), recheck):
+        checked = {f for f, _fix in together}
+        return FilePlan(path, src, {f: fix if f in checked or not fix.available
+                                    else fix_for(src, f, recheck) for f, fix in first.items()})
+    return FilePlan(path, src, {f: fix if not fix.available else fix_for(src, f, recheck)
+                                for f, fix in first.items()})
+
+
+def _dedup(pairs: list[tuple[Finding, Fix]]) -> list[tuple[Finding, Fix]]:
+    """``pairs`` with an edit two fixes share (one added import) kept on the first only."""
+    seen: list = []
+    out = []
+    for finding, fix in pairs:
+        own = tuple(e for e in fix.edits if e not in seen)
+        seen.extend(own)
+        out.append((finding, dataclasses.replace(fix, edits=own)))
+    return out

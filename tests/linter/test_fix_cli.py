@@ -196,3 +196,16 @@ def test_json_output_has_no_fix_key(project, capsys):
     assert all(set(d) == {"path", "line", "column", "code", "kind", "message", "function",
                           "confidence", "severity", "severity_reason"}
                for d in json.loads(capsys.readouterr().out))
+
+
+def test_declared_encoding_and_a_bom_are_kept(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text("[tool.txnsafety]\n")
+    latin = tmp_path / "latin.py"
+    text = COUNTER.replace("\n    article.views", "  # café\n    article.views", 1)
+    latin.write_bytes(("# -*- coding: latin-1 -*-\n" + text).encode("latin-1"))
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + COUNTER.encode())
+    assert lint(tmp_path, "--fix") == 0
+    assert "fixed 2 findings" in capsys.readouterr().err
+    assert "# café".encode("latin-1") in latin.read_bytes() and b"update(views=" in latin.read_bytes()
+    assert bom.read_bytes().startswith(b"\xef\xbb\xbf") and b"update(views=" in bom.read_bytes()

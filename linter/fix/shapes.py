@@ -164,19 +164,6 @@ def only_binding(function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpre
     return finder.values[0] if len(finder.values) == 1 else None
 
 
-def call_chain(expr: cst.BaseExpression) -> list[cst.Call]:
-    """The calls of ``a.b(...).c(...).get(...)``, outermost first."""
-    out = []
-    while True:
-        if isinstance(expr, cst.Call):
-            out.append(expr)
-            expr = expr.func
-        elif isinstance(expr, cst.Attribute):
-            expr = expr.value
-        else:
-            return out
-
-
 def django_manager_root(expr: cst.BaseExpression) -> Optional[tuple[str, Optional[cst.BaseExpression]]]:
     """(``Model``, the database alias a ``.using(alias)`` in the chain names, else None)
     when ``expr`` is a read through ``Model.objects`` (``Model.objects.get(...)``,

@@ -6,14 +6,13 @@ import dataclasses
 import hashlib
 import io
 import tokenize
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 #: a statement list a statement sits in: a module or an indented block
 Block = Union[cst.Module, cst.IndentedBlock]
-Function = Union[cst.FunctionDef]
 
 
 def digest(data: bytes) -> str:
@@ -36,9 +35,6 @@ class Located:
     @property
     def function(self) -> Optional[cst.FunctionDef]:
         return self.functions[-1] if self.functions else None
-
-    def siblings(self) -> Sequence[cst.BaseStatement]:
-        return self.block.body
 
 
 class _StatementIndex(cst.CSTVisitor):

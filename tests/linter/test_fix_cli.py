@@ -7,6 +7,7 @@ import json
 import subprocess
 import textwrap
 
+import jsonschema
 import pytest
 
 from txnsafety_lint.cli import main
@@ -14,6 +15,8 @@ from txnsafety_lint.fix.apply import fixed, write
 from txnsafety_lint.fix.model import Applicability, Edit, Fix
 from txnsafety_lint.fix.plan import plan_file
 from txnsafety_lint.analysis import analyze_source
+
+from .test_sarif import SCHEMA
 
 COUNTER = textwrap.dedent("""\
     from shop.models import Article
@@ -176,7 +179,9 @@ def test_a_fix_that_would_not_parse_is_refused(project):
 
 def test_sarif_fixes_replay_to_what_fix_writes(project, capsys, tmp_path_factory):
     assert lint(project, "--format", "sarif") == 1
-    results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, SCHEMA, format_checker=jsonschema.FormatChecker())
+    results = doc["runs"][0]["results"]
     with_fix = {r["ruleId"]: r["fixes"][0] for r in results if "fixes" in r}
     assert set(with_fix) == {"TXN102", "TXN106", "TXN108"}
     assert "(unsafe)" in with_fix["TXN102"]["description"]["text"]

@@ -223,10 +223,9 @@ def _sqlalchemy(src: FileSource, finding: Finding, hint: tuple[str, str, int]) -
     flush = src.at(finding.line)
     if flush is None:
         return None
-    end = src.end_line_of(flush.statement) + 1 if finding.line > line else \
-        src.end_line_of(flush.statement)
-    if finding.line < line and not (src.line_of(flush.statement) < line < end):
-        return None                     # the block that commits holds the change
+    end = src.end_line_of(flush.statement) + 1
+    if finding.line < line and not src.line_of(flush.statement) < line < end:
+        return None                     # the block that commits must hold the change
     between = uses_between(src, function, obj, src.end_line_of(c.statement) + 1, end)
     if between.bare or between.calls or between.rebound or field in (between.reads | between.sets):
         return None

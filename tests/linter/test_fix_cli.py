@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import textwrap
 
 import jsonschema
@@ -214,3 +215,10 @@ def test_declared_encoding_and_a_bom_are_kept(tmp_path, capsys):
     assert "fixed 2 findings" in capsys.readouterr().err
     assert "# café".encode("latin-1") in latin.read_bytes() and b"update(views=" in latin.read_bytes()
     assert bom.read_bytes().startswith(b"\xef\xbb\xbf") and b"update(views=" in bom.read_bytes()
+
+
+def test_flake8_output_has_no_fix_marks(project):
+    proc = subprocess.run([sys.executable, "-m", "flake8", "--select", "TXN", "--txn-cache=false",
+                           "views.py"], cwd=project, capture_output=True, text=True)
+    assert "views.py:7:5: TXN106 lost-update counter:" in proc.stdout, proc.stdout + proc.stderr
+    assert "[*]" not in proc.stdout and "fixable" not in proc.stdout + proc.stderr

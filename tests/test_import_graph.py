@@ -48,7 +48,8 @@ LINTER_LAYERS: dict[str, frozenset[str]] = {
     "flow": frozenset({"facts"}),
     "rules": frozenset({"flow", "facts"}),
     "project": frozenset({"flow", "facts", "selection"}),
-    "report": frozenset({"facts", "selection"}),
+    "report": frozenset({"facts", "selection", "fix"}),
+    "fix": frozenset({"facts"}),
 }
 #: modules any stage may import
 LINTER_LEAVES = frozenset({"txnsafety_lint.rules.registry"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Iterable, Optional
+from typing import Collection, Iterable, Mapping, Optional
 from urllib.parse import urljoin
 
 from txnsafety.code_pages import page
@@ -18,6 +18,7 @@ from txnsafety.codes import CODES
 from ..facts.config import LINTER_CODES, OPT_IN_CODES
 from .identity import fingerprints
 from ..facts.model import Finding, Severity
+from ..fix.model import Fix
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_KEY = "txnsafety/v2"
@@ -58,14 +59,25 @@ def _severity_note(f: Finding) -> str:
     return f" [{f.severity.label}: {f.severity_reason}]" if f.severity_reason else f" [{f.severity.label}]"
 
 
-def text(findings: Iterable[Finding], color: bool = False) -> str:
-    """``path:line:col: TXNnnn message [severity: why]`` lines, as flake8 and Ruff print them."""
+def _marked(f: Finding, fixable: Collection[Finding]) -> str:
+    """The message, with Ruff's ``[*]`` after the code when ``--fix`` would fix it."""
+    if f not in fixable:
+        return f.message
+    code, _, rest = f.message.partition(" ")
+    return f"{code} [*] {rest}"
+
+
+def text(findings: Iterable[Finding], color: bool = False,
+         fixable: Collection[Finding] = ()) -> str:
+    """``path:line:col: TXNnnn message [severity: why]`` lines, as flake8 and Ruff print them;
+    ``TXNnnn [*] message`` for the findings in ``fixable``."""
     if not color:
-        return "".join(f"{f.path}:{f.line}:{f.col + 1}: {f.message}{_severity_note(f)}\n" for f in findings)
+        return "".join(f"{f.path}:{f.line}:{f.col + 1}: {_marked(f, fixable)}{_severity_note(f)}\n"
+                       for f in findings)
     c = _COLORS
     out = []
     for f in findings:
-        code, _, rest = f.message.partition(" ")
+        code, _, rest = _marked(f, fixable).partition(" ")
         out.append(f"{c['path']}{f.path}{c['reset']}{c['pos']}:{f.line}:{f.col + 1}:{c['reset']} "
                    f"{c['code']}{code}{c['reset']} {rest}{c['pos']}{_severity_note(f)}{c['reset']}\n")
     return "".join(out)
@@ -135,8 +147,23 @@ def _rule(code: str) -> dict:
     return rule
 
 
-def sarif(findings: Iterable[Finding]) -> str:
+def _sarif_fix(f: Finding, fix: Fix) -> dict:
+    """A SARIF ``fix``: the finding's file, its line replacements (a deleted region of whole
+    lines, empty for an insertion, and the lines put there)."""
+    replacements = [{"deletedRegion": {"startLine": e.start_line, "startColumn": 1,
+                                       "endLine": e.end_line, "endColumn": 1},
+                     "insertedContent": {"text": e.content}} for e in fix.edits]
+    note = f". {fix.note}" if fix.note else ""
+    return {"description": {"text": f"{fix.description} ({fix.applicability.value}){note}"},
+            "artifactChanges": [{"artifactLocation": _artifact(f.path),
+                                 "replacements": replacements}]}
+
+
+def sarif(findings: Iterable[Finding], fixes: Optional[Mapping[Finding, Fix]] = None) -> str:
+    """SARIF 2.1.0; ``fixes``: each finding's fix, shown as a ``fixes`` object when it has
+    edits (safe and unsafe alike: the description says which)."""
     findings = sorted(findings, key=Finding.sort_key)
+    fixes = fixes or {}
     prints = fingerprints(findings)
     rules = []
     index = {}
@@ -164,6 +191,9 @@ def sarif(findings: Iterable[Finding]) -> str:
             "properties": {"confidence": f.confidence.label, "severity": f.severity.label,
                            "severity-reason": f.severity_reason, "rank": _RANK[f.severity]},
         })
+        fix = fixes.get(f)
+        if fix is not None and fix.available:
+            results[-1]["fixes"] = [_sarif_fix(f, fix)]
     doc = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",

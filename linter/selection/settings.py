@@ -75,6 +75,10 @@ class Settings:
     min_confidence: Confidence = Confidence.MEDIUM
     #: findings below this severity are counted and left out (model.Severity, rules/severity.py)
     min_severity: Severity = Severity.MEDIUM
+    #: apply the safe fixes (``fix = true``, ``--fix``; linter/fix/)
+    fix: bool = False
+    #: offer and, with ``fix``, apply the unsafe fixes too (``unsafe-fixes = true``)
+    unsafe_fixes: bool = False
 
     def all_excludes(self) -> list[str]:
         return [*self.exclude, *self.extend_exclude]
@@ -205,6 +209,8 @@ KEYS: dict[str, Callable[[Settings, Any, bool], None]] = {
     **{g.setting: _include(g) for g in QuietGroup},
     "min-confidence": _set("min_confidence", lambda v, ini: Confidence.parse(v)),
     "min-severity": _set("min_severity", lambda v, ini: Severity.parse(v)),
+    "fix": _set("fix", _bool),
+    "unsafe-fixes": _set("unsafe_fixes", _bool),
 }
 
 

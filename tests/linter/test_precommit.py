@@ -125,3 +125,34 @@ def test_pre_commit_file_subsets_roles_excludes_and_baseline(tmp_path):
                  "        account.save()\n")
     status, out = run("--files", "shop/views.py", "other/racy.py", cmd=run_cmd)
     assert status == 1 and "other/racy.py:" in out and out.count(": TXN101") == 1, out
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_pre_commit_hook_with_fix_rewrites_the_staged_files(tmp_path):
+    """``args: [--fix]``: the hook rewrites the files it names, pre-commit fails the run
+    because files changed (as with Ruff's fixer), and the next run passes untouched."""
+    hookrepo = _hookrepo(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    _git("init", "-q", cwd=project)
+    shutil.copy(FIXTURES / "django_txn106.py", project / "views.py")
+    shutil.copy(FIXTURES / "sqlalchemy_txn106.py", project / "models_sqla.py")
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=hookrepo, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    (project / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {hookrepo}\n    rev: {rev}\n    hooks:\n"
+        f"      - id: txnsafety-lint\n        args: [--fix]\n")
+    _git("add", "-A", cwd=project)
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    cmd = [sys.executable, "-m", "pre_commit", "run", "--all-files"]
+    before = (project / "views.py").read_text()
+    proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Failed" in out and "files were modified by this hook" in out, out
+    after = (project / "views.py").read_text()
+    assert after != before and 'update(views=F("views") + 1)' in after
+    assert "post.likes = Post.likes + 1" in (project / "models_sqla.py").read_text()
+    _git("add", "-A", cwd=project)
+    proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "Passed" in proc.stdout, proc.stdout + proc.stderr
+    assert (project / "views.py").read_text() == after

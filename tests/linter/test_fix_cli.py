@@ -25,7 +25,7 @@ COUNTER = textwrap.dedent("""\
 
     def view(pk):
         article = Article.objects.get(pk=pk)
-        article.views += 1
+        article.credits += 1
         article.save()
     """)
 LOCK = textwrap.dedent("""\
@@ -92,7 +92,7 @@ def test_fix_rewrites_then_a_second_fix_changes_nothing(project, capsys):
     assert "fixed 2 findings in 2 file(s)" in captured.err
     assert captured.out.count(": TXN") == 1 and "TXN102" in captured.out
     fixed_views = (project / "views.py").read_text()
-    assert 'Article.objects.filter(pk=article.pk).update(views=F("views") + 1)' in fixed_views
+    assert 'Article.objects.filter(pk=article.pk).update(credits=F("credits") + 1)' in fixed_views
     assert "with transaction.atomic():" in (project / "locks.py").read_text()
     before = {p.name: p.read_bytes() for p in project.glob("*.py")}
     assert lint(project, "--fix") == 1
@@ -138,7 +138,7 @@ def test_fix_from_pyproject_and_a_bad_value_names_the_setting(project, capsys):
     assert lint(project, "--no-fix") == 1
     assert (project / "views.py").read_text() == COUNTER
     assert lint(project) == 1
-    assert "update(views=" in (project / "views.py").read_text()
+    assert "update(credits=" in (project / "views.py").read_text()
     (project / "pyproject.toml").write_text('[tool.txnsafety]\nunsafe-fixes = "sometimes"\n')
     capsys.readouterr()
     assert lint(project) == 2
@@ -151,7 +151,7 @@ def test_crlf_line_endings_are_kept(tmp_path, capsys):
     path.write_bytes(COUNTER.replace("\n", "\r\n").encode())
     assert lint(tmp_path, "--fix") == 0
     data = path.read_bytes()
-    assert b"update(views=" in data and b"import F\r\n" in data
+    assert b"update(credits=" in data and b"import F\r\n" in data
     assert data.count(b"\n") == data.count(b"\r\n")
 
 
@@ -165,7 +165,7 @@ def test_a_file_changed_since_it_was_linted_is_not_written(project):
     assert write(plan, outcome) == "not fixed: the file changed since it was linted"
     assert path.read_text().endswith("# edited meanwhile\n")
     path.write_text(COUNTER)
-    assert write(plan, outcome) is None and "update(views=" in path.read_text()
+    assert write(plan, outcome) is None and "update(credits=" in path.read_text()
 
 
 def test_a_fix_that_would_not_parse_is_refused(project):
@@ -207,14 +207,14 @@ def test_json_output_has_no_fix_key(project, capsys):
 def test_declared_encoding_and_a_bom_are_kept(tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text("[tool.txnsafety]\n")
     latin = tmp_path / "latin.py"
-    text = COUNTER.replace("\n    article.views", "  # café\n    article.views", 1)
+    text = COUNTER.replace("\n    article.credits", "  # café\n    article.credits", 1)
     latin.write_bytes(("# -*- coding: latin-1 -*-\n" + text).encode("latin-1"))
     bom = tmp_path / "bom.py"
     bom.write_bytes(b"\xef\xbb\xbf" + COUNTER.encode())
     assert lint(tmp_path, "--fix") == 0
     assert "fixed 2 findings" in capsys.readouterr().err
-    assert "# café".encode("latin-1") in latin.read_bytes() and b"update(views=" in latin.read_bytes()
-    assert bom.read_bytes().startswith(b"\xef\xbb\xbf") and b"update(views=" in bom.read_bytes()
+    assert "# café".encode("latin-1") in latin.read_bytes() and b"update(credits=" in latin.read_bytes()
+    assert bom.read_bytes().startswith(b"\xef\xbb\xbf") and b"update(credits=" in bom.read_bytes()
 
 
 def test_flake8_output_has_no_fix_marks(project):

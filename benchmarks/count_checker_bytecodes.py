@@ -107,7 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=[s.name for s in bench_shapes.SHAPES] + list(DJANGO_SHAPES), default="get")
     parser.add_argument("--state", choices=["checked", "sampled", "off"], default="checked",
-                        help="off: Django's shapes only (installed, ENABLED false)")
+                        help="off: installed, ENABLED false")
     parser.add_argument("--rate", type=float, default=bench_shapes.SAMPLE_RATE, help="the sampled state's rate")
     parser.add_argument("--calls", type=int,
                         help="requests counted (default 20; sampled: 200, so that the share checked is near the rate)")

@@ -32,7 +32,7 @@ round was checked before it was timed.
     python benchmarks/count_instructions.py                       # every case, SQLite (about 25 min)
     python benchmarks/count_instructions.py --only django-list --only sqlalchemy-list
     python benchmarks/count_instructions.py --postgres postgresql://USER:PASSWORD@HOST:5432/DB
-    python benchmarks/count_instructions.py --left-out --only shape-get   # a request the sample leaves out
+    python benchmarks/count_instructions.py --state left-out --only shape-get   # a request the sample leaves out
 """
 from __future__ import annotations
 
@@ -161,32 +161,31 @@ def main() -> None:
     parser.add_argument("--layouts", type=int, default=5,
                         help="layouts (hash seed and stack) per contender; the median of their shares (default 5)")
     parser.add_argument("--postgres", metavar="URL", help="on PostgreSQL (a private database per run)")
-    parser.add_argument("--left-out", action="store_true",
-                        help="shape cases: count a request the sample leaves out (SHAPE:sampled at sample_rate 0) "
-                             "in place of a checked one")
+    parser.add_argument("--state", choices=["checked", "left-out", "off"], default="checked",
+                        help="shape cases: what is counted against the bare request: a checked request, one the "
+                             "sample leaves out (SHAPE:sampled at sample_rate 0) or the checker installed but off")
     args = parser.parse_args()
     cases = [case for case in CASES if (case.name in args.only if args.only else case.default)]
     if args.postgres and any(not case.postgres for case in cases):
         parser.error("--postgres: " + ", ".join(case.name for case in cases if not case.postgres)
                      + " runs on SQLite only")
-    if args.left_out and any(not case.checked.endswith(":checked") for case in cases):
-        parser.error("--left-out: only the shape-* cases have a sampled contender")
+    if args.state != "checked" and any(not case.checked.endswith(":checked") for case in cases):
+        parser.error(f"--state {args.state}: only the shape-* cases have that contender")
     _tools()
     where = "PostgreSQL" if args.postgres else "SQLite"
-    print(f"instructions per request (cachegrind, setarch -R; {args.layouts} layouts, layout i: hash seed i and "
+    print(f"instructions per request, {args.state} against bare (cachegrind, setarch -R; {args.layouts} layouts, "
+          f"layout i: hash seed i and "
           f"the stack moved by 64 i bytes, names padded alike), {where}")
     print(f"  {'request':<66}{'bare':>12}{'checked':>12}{'added':>10}{'share':>9}   share per layout")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for case in cases:
             # left out: the sampled contender at rate 0, both command lines of the same weight (the bare
             # request ignores the rate; "sampled" is as long as "checked")
-            extra = ("--sample-rate", "0") if args.left_out else ()
+            extra = ("--sample-rate", "0") if args.state == "left-out" else ()
+            contender = {"checked": case.checked, "off": case.checked.replace(":checked", ":off"),
+                         "left-out": case.checked.replace(":checked", ":sampled")}[args.state]
             bare = per_request(case, case.bare, args.postgres, args.layouts, pool, extra)
-            if args.left_out:
-                checked = per_request(case, case.checked.replace(":checked", ":sampled"), args.postgres,
-                                      args.layouts, pool, extra)
-            else:
-                checked = per_request(case, case.checked, args.postgres, args.layouts, pool)
+            checked = per_request(case, contender, args.postgres, args.layouts, pool, extra)
             print(table_row(TITLES[case.name], bare, checked), flush=True)
 
 

@@ -1,8 +1,8 @@
 """benchmarks/bench_shapes.py and bench_shapes_django.py: issue 33's request shapes stay benchmarked.
 
 A shape cannot silently leave the benchmarks: the lists below are the ones issue 33 asks for,
-and each shape must be served by its script in every state (bare, checked, a tenth checked;
-Django's also installed but off), counted by ``count_instructions.py`` and given figures in
+and each shape must be served by its script in every state (bare, installed but off,
+checked, a tenth checked), counted by ``count_instructions.py`` and given figures in
 ``docs/performance.md``.  Then a smoke run: one round of every shape (the scripts themselves
 fail if the checker reports anything: the requests are safe).
 """
@@ -22,10 +22,10 @@ from benchmarks.count_instructions import CASES, TITLES  # noqa: E402
 #: issue 33: session.get()-heavy requests (SQLAlchemy 2.x and Flask-SQLAlchemy), select() + scalars(),
 #: Query.filter_by().first(), async (AsyncSession).
 SHAPES = ["get", "flask-get", "scalars", "filter-by-first", "async-get"]
-STATES = ["bare", "checked", "sampled"]
+STATES = ["bare", "off", "checked", "sampled"]
 #: issue 33: Django get()/filter() loops, a 200-row list, a Django async view.
 DJANGO_SHAPES = ["django-get", "django-filter-first", "django-list", "django-async"]
-DJANGO_STATES = ["bare", "off", "checked", "sampled"]
+DJANGO_STATES = STATES
 
 
 def _run(*args: str, script: str = SCRIPT) -> subprocess.CompletedProcess:
@@ -63,7 +63,7 @@ def test_one_round_of_every_shape_runs_and_reports_each_figure():
     assert done.returncode == 0, done.stdout + done.stderr
     for shape in SHAPES:
         line = next(line for line in done.stdout.splitlines() if line.strip().startswith(f"{shape}: checked"))
-        assert "sampled" in line, done.stdout
+        assert "sampled" in line and "off" in line, done.stdout
 
 
 def test_one_round_of_every_django_shape_runs_and_reports_each_figure():

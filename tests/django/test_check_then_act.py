@@ -248,6 +248,23 @@ def test_a_check_in_an_awaited_helper_coroutine_pairs_with_its_callers_insert(db
     assert violation.read_site.file == HERE and violation.read_site.function.startswith("_owner_taken")
 
 
+def test_the_hops_kept_chain_is_let_go_when_the_request_ends(db, txnsafety_violations):
+    """The chain a hop keeps for the next one (txnsafety/hops.py) holds the request's frames, which
+    reference its task: the scope's end empties it, or only the garbage collector would free them."""
+    from txnsafety import hops
+    kept = []
+
+    async def main():
+        with txnsafety.request_scope("POST /signup/"):
+            await _owner_taken_after_a_read(db, "amy")
+            kept.append(hops._last_chain.get())
+            assert kept[0] and kept[0][3][0].f_code.co_name == "_owner_taken_after_a_read"
+        assert kept[0] == []
+
+    asyncio.run(main())
+    assert txnsafety_violations == []
+
+
 def test_an_async_check_whose_code_has_returned_does_not_pair(db, txnsafety_violations):
     async def main():
         with txnsafety.request_scope("POST /signup/"):

@@ -13,9 +13,10 @@ a JSON response.  The shapes (:data:`SHAPES`):
   an ASGI app served on one event loop.
 
 Each shape is timed side by side (``_compare.py``: rotating rounds, a forked child per
-contender, pooled fresh processes) in three states:
+contender, pooled fresh processes) in four states:
 
 * ``bare``    — txnsafety's listeners removed, no middleware, nothing instrumented;
+* ``off``     — the checked app, ``ENABLED`` false: installed but switched off;
 * ``checked`` — ``instrument()``, the app behind txnsafety's middleware, every request checked;
 * ``sampled`` — the same with ``sample_rate`` 0.1: a tenth of the requests checked.
 
@@ -57,7 +58,7 @@ KEYS = range(1, 12)
 FIVE, FOUR = (12, 16), (17, 20)
 #: The share of requests the ``sampled`` state checks.
 SAMPLE_RATE = 0.1
-STATES = ("bare", "checked", "sampled")
+STATES = ("bare", "off", "checked", "sampled")
 
 
 def _json(items: list[Any]) -> dict[str, Any]:
@@ -239,6 +240,7 @@ def _state(state: str, sample_rate: float) -> Callable[[], None]:
     def setup() -> None:
         on = state != "bare"
         sa._listeners(on)()
+        txnsafety.settings.enabled = state != "off"
         txnsafety.settings.sample_rate = sample_rate if state == "sampled" else 1.0
     return setup
 
@@ -279,6 +281,7 @@ def main() -> None:
             _compare_shapes(args, engine, url, no_reports)
         finally:
             sa._listeners(True)()
+            txnsafety.settings.enabled = True
             txnsafety.settings.sample_rate = 1.0
             engine.dispose()
     no_reports()
@@ -292,7 +295,8 @@ def _compare_shapes(args: argparse.Namespace, engine: Any, url: str, no_reports:
         result = compare(contenders(shape, engine, url, args.sample_rate), baseline="bare", rounds=args.rounds,
                          per_round=args.per_round, title=f"{shape.name}: {shape.title}, {where}", verify=no_reports)
         print(f"  {shape.name}: checked {100 * result.overhead('checked'):+.1f} %, "
-              f"sampled {100 * result.overhead('sampled'):+.1f} %\n", flush=True)
+              f"sampled {100 * result.overhead('sampled'):+.1f} %, off {100 * result.overhead('off'):+.1f} %\n",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ SQLAlchemy request's own work moves by up to three points from layout to layout,
 change worth a few tenths of a point needs several layouts and half an hour to show.
 This counts what the checker itself executes instead: every bytecode run in a frame of
 ``txnsafety/`` (``sys.settrace`` with opcode events, during ``--calls`` requests of one
-``bench_shapes.py`` contender after five untimed ones), per request and per function,
+``bench_shapes.py`` or ``bench_shapes_django.py`` contender after five untimed ones; an
+async view's ``sync_to_async`` thread too), per request and per function,
 with the calls made.  It is the same from run to run and layout to layout (a sampled
 contender draws from a seeded generator), takes seconds, and says which function a
 change moved.  What it does not see: the C code those bytecodes call (dict and
@@ -14,6 +15,7 @@ dispatch for the checker's listeners, and time: a bytecode is not a fixed cost.
 
     python benchmarks/count_checker_bytecodes.py --shape get              # every request checked
     python benchmarks/count_checker_bytecodes.py --shape get --state sampled --rate 0
+    python benchmarks/count_checker_bytecodes.py --shape django-async
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import os
 import random
 import sys
 import tempfile
+import threading
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,6 +36,8 @@ from benchmarks import bench_shapes  # noqa: E402
 from benchmarks import bench_sqlalchemy as sa  # noqa: E402
 
 OURS = os.path.join(os.path.dirname(HERE), "txnsafety") + os.sep
+#: ``bench_shapes_django.py``'s shapes (not imported unless asked for: importing it configures Django).
+DJANGO_SHAPES = ("django-get", "django-filter-first", "django-list", "django-async")
 
 
 class Counter:
@@ -59,33 +64,50 @@ class Counter:
 
 
 def count(shape_name: str, state: str, rate: float, calls: int, postgres: str | None) -> Counter:
+    if shape_name in DJANGO_SHAPES:
+        return _count_django(shape_name, state, rate, calls)
     shape = {s.name: s for s in bench_shapes.SHAPES}[shape_name]
     sa.watch_reports()
     with tempfile.TemporaryDirectory() as tmp:
         engine = sa.prepared_engine(tmp, postgres)
         url = engine.url.render_as_string(hide_password=False)
-        contender = bench_shapes.contenders(shape, engine, url, rate)[state]
-        contender.setup()
-        sampled, txnsafety.settings.sample_rate = txnsafety.settings.sample_rate, 1.0
-        for _ in range(5):  # warm, checked: each write site's first judgement reads its source (once)
-            contender.run()
-        txnsafety.settings.sample_rate = sampled
-        random.seed(0)  # the sample's draws (scopes._draw is random.random)
-        counter = Counter()
-        sys.settrace(counter.trace)
-        try:
-            for _ in range(calls):
-                contender.run()
-        finally:
-            sys.settrace(None)
+        counter = _count(bench_shapes.contenders(shape, engine, url, rate)[state], calls)
         engine.dispose()
+    return counter
+
+
+def _count_django(shape_name: str, state: str, rate: float, calls: int) -> Counter:
+    """A shape of ``bench_shapes_django.py`` (imported here: it configures Django, reading ``--postgres``
+    from the command line)."""
+    from benchmarks import bench_shapes_django as dj_shapes
+    dj_shapes.setup_data()
+    return _count(dj_shapes.contenders({s.name: s for s in dj_shapes.SHAPES}[shape_name], rate)[state], calls)
+
+
+def _count(contender: Any, calls: int) -> Counter:
+    contender.setup()
+    sampled, txnsafety.settings.sample_rate = txnsafety.settings.sample_rate, 1.0
+    for _ in range(5):  # warm, checked: each write site's first judgement reads its source (once)
+        contender.run()
+    txnsafety.settings.sample_rate = sampled
+    random.seed(0)  # the sample's draws (scopes._draw is random.random)
+    counter = Counter()
+    threading.settrace(counter.trace)  # sync_to_async's thread too (an async view's ORM calls)
+    sys.settrace(counter.trace)
+    try:
+        for _ in range(calls):
+            contender.run()
+    finally:
+        sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
     return counter
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", choices=[s.name for s in bench_shapes.SHAPES], default="get")
-    parser.add_argument("--state", choices=["checked", "sampled"], default="checked")
+    parser.add_argument("--shape", choices=[s.name for s in bench_shapes.SHAPES] + list(DJANGO_SHAPES), default="get")
+    parser.add_argument("--state", choices=["checked", "sampled", "off"], default="checked",
+                        help="off: installed, ENABLED false")
     parser.add_argument("--rate", type=float, default=bench_shapes.SAMPLE_RATE, help="the sampled state's rate")
     parser.add_argument("--calls", type=int,
                         help="requests counted (default 20; sampled: 200, so that the share checked is near the rate)")

@@ -32,6 +32,7 @@ round was checked before it was timed.
     python benchmarks/count_instructions.py                       # every case, SQLite (about 25 min)
     python benchmarks/count_instructions.py --only django-list --only sqlalchemy-list
     python benchmarks/count_instructions.py --postgres postgresql://USER:PASSWORD@HOST:5432/DB
+    python benchmarks/count_instructions.py --state left-out --only shape-get   # a request the sample leaves out
 """
 from __future__ import annotations
 
@@ -77,6 +78,13 @@ CASES = (
     Case("shape-scalars", "bench_shapes.py", "scalars:bare", "scalars:checked"),
     Case("shape-filter-by-first", "bench_shapes.py", "filter-by-first:bare", "filter-by-first:checked"),
     Case("shape-async-get", "bench_shapes.py", "async-get:bare", "async-get:checked"),
+    # and as Django users write it (bench_shapes_django.py)
+    Case("shape-django-get", "bench_shapes_django.py", "django-get:bare", "django-get:checked"),
+    Case("shape-django-filter-first", "bench_shapes_django.py", "django-filter-first:bare",
+         "django-filter-first:checked"),
+    Case("shape-django-list", "bench_shapes_django.py", "django-list:bare", "django-list:checked",
+         low=10, high=60),
+    Case("shape-django-async", "bench_shapes_django.py", "django-async:bare", "django-async:checked"),
 )
 TITLES = {
     "sqlalchemy-request": "SQLAlchemy WSGI request, 20 reads + 5 writes",
@@ -89,6 +97,10 @@ TITLES = {
     "shape-scalars": "select() + scalars().one() request (WSGI)",
     "shape-filter-by-first": "Query.filter_by().first() request (WSGI)",
     "shape-async-get": "AsyncSession.get() request (ASGI)",
+    "shape-django-get": "Django get() request (WSGI)",
+    "shape-django-filter-first": "Django filter().first() loop request (WSGI)",
+    "shape-django-list": "Django list of 200 rows (WSGI)",
+    "shape-django-async": "Django async view (ASGI, sync_to_async)",
 }
 
 
@@ -100,12 +112,13 @@ def _tools() -> list[str]:
     return ["setarch", "-R", "valgrind", "--tool=cachegrind", "--cache-sim=no"]
 
 
-def count(script: str, contender: str, calls: int, postgres: str | None, pad: int, seed: int) -> int:
-    """Instructions of one run of ``script --loop contender --calls calls``, its stack moved by ``pad`` bytes,
-    strings hashed with ``seed``."""
+def count(script: str, contender: str, calls: int, postgres: str | None, pad: int, seed: int,
+          extra: tuple[str, ...] = ()) -> int:
+    """Instructions of one run of ``script --loop contender --calls calls [extra]``, its stack moved by
+    ``pad`` bytes, strings hashed with ``seed``."""
     with tempfile.TemporaryDirectory() as tmp:
         command = [*_tools(), f"--cachegrind-out-file={os.path.join(tmp, 'cg.out')}",
-                   sys.executable, os.path.join(HERE, script), "--loop", contender, "--calls", str(calls)]
+                   sys.executable, os.path.join(HERE, script), "--loop", contender, "--calls", str(calls), *extra]
         if postgres:
             command += ["--postgres", postgres]
         env = {**os.environ, "PYTHONHASHSEED": str(seed), "TXNSAFETY_LAYOUT_PAD": "x" * pad}
@@ -118,7 +131,7 @@ def count(script: str, contender: str, calls: int, postgres: str | None, pad: in
 
 
 def per_request(case: Case, contender: str, postgres: str | None, layouts: int,
-                pool: ThreadPoolExecutor) -> list[float]:
+                pool: ThreadPoolExecutor, extra: tuple[str, ...] = ()) -> list[float]:
     """The per-request count under each of ``layouts`` layouts: layout ``i`` hashes strings
     with seed ``i`` and moves the stack by ``64 i`` bytes.
 
@@ -134,8 +147,9 @@ def per_request(case: Case, contender: str, postgres: str | None, layouts: int,
     point.  Hence the median of several layouts, both contenders of a layout run with the
     same seed and their command lines padded to the same weight."""
     even = max(len(case.bare), len(case.checked)) - len(contender)
-    runs = [(pool.submit(count, case.script, contender, case.low, postgres, 64 * i + even, i),
-             pool.submit(count, case.script, contender, case.high, postgres, 64 * i + even, i)) for i in range(layouts)]
+    runs = [(pool.submit(count, case.script, contender, case.low, postgres, 64 * i + even, i, extra),
+             pool.submit(count, case.script, contender, case.high, postgres, 64 * i + even, i, extra))
+            for i in range(layouts)]
     return [(high.result() - low.result()) / (case.high - case.low) for low, high in runs]
 
 
@@ -147,20 +161,31 @@ def main() -> None:
     parser.add_argument("--layouts", type=int, default=5,
                         help="layouts (hash seed and stack) per contender; the median of their shares (default 5)")
     parser.add_argument("--postgres", metavar="URL", help="on PostgreSQL (a private database per run)")
+    parser.add_argument("--state", choices=["checked", "left-out", "off"], default="checked",
+                        help="shape cases: what is counted against the bare request: a checked request, one the "
+                             "sample leaves out (SHAPE:sampled at sample_rate 0) or the checker installed but off")
     args = parser.parse_args()
     cases = [case for case in CASES if (case.name in args.only if args.only else case.default)]
     if args.postgres and any(not case.postgres for case in cases):
         parser.error("--postgres: " + ", ".join(case.name for case in cases if not case.postgres)
                      + " runs on SQLite only")
+    if args.state != "checked" and any(not case.checked.endswith(":checked") for case in cases):
+        parser.error(f"--state {args.state}: only the shape-* cases have that contender")
     _tools()
     where = "PostgreSQL" if args.postgres else "SQLite"
-    print(f"instructions per request (cachegrind, setarch -R; {args.layouts} layouts, layout i: hash seed i and "
+    print(f"instructions per request, {args.state} against bare (cachegrind, setarch -R; {args.layouts} layouts, "
+          f"layout i: hash seed i and "
           f"the stack moved by 64 i bytes, names padded alike), {where}")
     print(f"  {'request':<66}{'bare':>12}{'checked':>12}{'added':>10}{'share':>9}   share per layout")
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for case in cases:
-            bare = per_request(case, case.bare, args.postgres, args.layouts, pool)
-            checked = per_request(case, case.checked, args.postgres, args.layouts, pool)
+            # left out: the sampled contender at rate 0, both command lines of the same weight (the bare
+            # request ignores the rate; "sampled" is as long as "checked")
+            extra = ("--sample-rate", "0") if args.state == "left-out" else ()
+            contender = {"checked": case.checked, "off": case.checked.replace(":checked", ":off"),
+                         "left-out": case.checked.replace(":checked", ":sampled")}[args.state]
+            bare = per_request(case, case.bare, args.postgres, args.layouts, pool, extra)
+            checked = per_request(case, contender, args.postgres, args.layouts, pool, extra)
             print(table_row(TITLES[case.name], bare, checked), flush=True)
 
 

@@ -1,10 +1,10 @@
-"""benchmarks/bench_shapes.py: issue 33's request shapes stay benchmarked.
+"""benchmarks/bench_shapes.py and bench_shapes_django.py: issue 33's request shapes stay benchmarked.
 
-A shape cannot silently leave the benchmarks: the list below is the one issue 33 asks for,
-and each shape must be served by ``bench_shapes.py`` in every state (bare, checked, a tenth
-checked), counted by ``count_instructions.py`` and given figures in ``docs/performance.md``.
-Then a smoke run: one round of every shape, in this process (the script itself fails if
-the checker reports anything: the requests are safe).
+A shape cannot silently leave the benchmarks: the lists below are the ones issue 33 asks for,
+and each shape must be served by its script in every state (bare, installed but off,
+checked, a tenth checked), counted by ``count_instructions.py`` and given figures in
+``docs/performance.md``.  Then a smoke run: one round of every shape (the scripts themselves
+fail if the checker reports anything: the requests are safe).
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = str(REPO / "benchmarks" / "bench_shapes.py")
+DJANGO_SCRIPT = str(REPO / "benchmarks" / "bench_shapes_django.py")
 sys.path.insert(0, str(REPO))
 
 from benchmarks.count_instructions import CASES, TITLES  # noqa: E402
@@ -21,23 +22,29 @@ from benchmarks.count_instructions import CASES, TITLES  # noqa: E402
 #: issue 33: session.get()-heavy requests (SQLAlchemy 2.x and Flask-SQLAlchemy), select() + scalars(),
 #: Query.filter_by().first(), async (AsyncSession).
 SHAPES = ["get", "flask-get", "scalars", "filter-by-first", "async-get"]
-STATES = ["bare", "checked", "sampled"]
+STATES = ["bare", "off", "checked", "sampled"]
+#: issue 33: Django get()/filter() loops, a 200-row list, a Django async view.
+DJANGO_SHAPES = ["django-get", "django-filter-first", "django-list", "django-async"]
+DJANGO_STATES = STATES
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, SCRIPT, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+def _run(*args: str, script: str = SCRIPT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, script, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
 def test_every_shape_is_served_in_every_state():
     done = _run("--list")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"{shape}:{state}" for shape in SHAPES for state in STATES]
+    done = _run("--list", script=DJANGO_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"{shape}:{state}" for shape in DJANGO_SHAPES for state in DJANGO_STATES]
 
 
 def test_every_shape_is_counted_by_count_instructions():
-    counted = {case.name: case for case in CASES if case.script == "bench_shapes.py"}
-    assert sorted(counted) == sorted(f"shape-{shape}" for shape in SHAPES)
-    for shape in SHAPES:
+    counted = {case.name: case for case in CASES if case.script in ("bench_shapes.py", "bench_shapes_django.py")}
+    assert sorted(counted) == sorted(f"shape-{shape}" for shape in SHAPES + DJANGO_SHAPES)
+    for shape in SHAPES + DJANGO_SHAPES:
         case = counted[f"shape-{shape}"]
         assert (case.bare, case.checked, case.default, case.postgres) == (f"{shape}:bare", f"{shape}:checked",
                                                                           True, True)
@@ -46,8 +53,8 @@ def test_every_shape_is_counted_by_count_instructions():
 
 def test_every_shape_has_figures_in_the_performance_notes():
     notes = (REPO / "docs" / "performance.md").read_text()
-    section = notes.split("## Ninth round", 1)[1].split("\n## ", 1)[0]
-    for shape in SHAPES:
+    section = notes.split("## Tenth round", 1)[1].split("\n## ", 1)[0]
+    for shape in SHAPES + DJANGO_SHAPES:
         assert f"| `{shape}` |" in section, shape
 
 
@@ -56,9 +63,19 @@ def test_one_round_of_every_shape_runs_and_reports_each_figure():
     assert done.returncode == 0, done.stdout + done.stderr
     for shape in SHAPES:
         line = next(line for line in done.stdout.splitlines() if line.strip().startswith(f"{shape}: checked"))
-        assert "sampled" in line, done.stdout
+        assert "sampled" in line and "off" in line, done.stdout
+
+
+def test_one_round_of_every_django_shape_runs_and_reports_each_figure():
+    done = _run("--processes", "1", "--rounds", "1", "--per-round", "1", "--in-process", script=DJANGO_SCRIPT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for shape in DJANGO_SHAPES:
+        line = next(line for line in done.stdout.splitlines() if line.strip().startswith(f"{shape}: checked"))
+        assert "sampled" in line and "off" in line, done.stdout
 
 
 def test_a_contender_can_be_served_alone():
     done = _run("--loop", "async-get:checked", "--calls", "2")
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    done = _run("--loop", "django-async:checked", "--calls", "2", script=DJANGO_SCRIPT)
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

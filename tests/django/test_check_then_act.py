@@ -205,6 +205,18 @@ async def _signup(alias, pk, owner):
         await Account.objects.using(alias).acreate(pk=pk, owner=owner)  # the act, in its caller
 
 
+async def _owner_taken_after_a_read(alias, owner):
+    """The check is this helper's second hop from its own frame: the chain the first hop took
+    (the helper, its caller, ...) serves the second (txnsafety/hops.py)."""
+    await Account.objects.using(alias).aget(pk=1)
+    return await Account.objects.using(alias).filter(owner=owner).aexists()
+
+
+async def _signup_after_a_read(alias, pk, owner):
+    if not await _owner_taken_after_a_read(alias, owner):             # the check, the helper's second hop
+        await Account.objects.using(alias).acreate(pk=pk, owner=owner)  # the act, in its caller
+
+
 async def _create_account(alias, pk, owner):
     await Account.objects.using(alias).acreate(pk=pk, owner=owner)
 
@@ -224,7 +236,7 @@ async def _unrelated(alias):
     await Account.objects.using(alias).acreate(pk=50, owner="zed")    # later code, not what it guarded
 
 
-@pytest.mark.parametrize("signup", [_signup, _signup_through_helpers])
+@pytest.mark.parametrize("signup", [_signup, _signup_through_helpers, _signup_after_a_read])
 def test_a_check_in_an_awaited_helper_coroutine_pairs_with_its_callers_insert(db, signup, txnsafety_violations):
     async def main():
         with txnsafety.request_scope("POST /signup/"):
@@ -233,7 +245,24 @@ def test_a_check_in_an_awaited_helper_coroutine_pairs_with_its_callers_insert(db
     asyncio.run(main())
     (violation,) = txnsafety_violations
     assert violation.code.value == "TXN105" and violation.detail["check"] == "exists() false"
-    assert violation.read_site.file == HERE and violation.read_site.function == "_owner_taken"
+    assert violation.read_site.file == HERE and violation.read_site.function.startswith("_owner_taken")
+
+
+def test_the_hops_kept_chain_is_let_go_when_the_request_ends(db, txnsafety_violations):
+    """The chain a hop keeps for the next one (txnsafety/hops.py) holds the request's frames, which
+    reference its task: the scope's end empties it, or only the garbage collector would free them."""
+    from txnsafety import hops
+    kept = []
+
+    async def main():
+        with txnsafety.request_scope("POST /signup/"):
+            await _owner_taken_after_a_read(db, "amy")
+            kept.append(hops._last_chain.get())
+            assert kept[0] and kept[0][3][0].f_code.co_name == "_owner_taken_after_a_read"
+        assert kept[0] == []
+
+    asyncio.run(main())
+    assert txnsafety_violations == []
 
 
 def test_an_async_check_whose_code_has_returned_does_not_pair(db, txnsafety_violations):

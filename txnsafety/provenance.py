@@ -10,10 +10,16 @@ loaded but a new object (assigned by code, not left stale: see
 some code assigns that attribute from itself:
 
 * ``x.n += k`` (any augmented assignment of the attribute);
-* ``x.n = <expr>`` / ``setattr(x, "n", <expr>)`` where ``<expr>`` reads ``.n``
-  (``x.n + 1``, ``max(x.n, m)``, ``getattr(x, "n")``), a local computed from it
-  (``n = x.n; ...; x.n = n + 1``), or hands ``x`` itself to a call
+* ``x.n = <expr>`` / ``setattr(x, "n", <expr>)`` where ``<expr>`` reads ``.n`` *of the
+  same receiver* (``x.n + 1``, ``max(x.n, m)``, ``getattr(x, "n")``), a local computed
+  from it (``n = x.n; ...; x.n = n + 1``), or hands ``x`` itself to a call
   (``x.n = total(x)``, ``x.n = x.recount()``): the callee may read it.
+
+The receiver is compared as written (``self`` with ``self``, ``order.line`` with
+``order.line``): ``person.weight = self.weight.data`` (a form's field of the same name)
+or ``user.name = user_in.name`` (a schema's) reads another object's attribute and is a
+blind write.  A derivation through an alias of the receiver (``p = x; x.n = p.n + 1``)
+is not seen: where the checker cannot see the flow, the write counts as blind.
 
 The code searched is every module of the application loaded so far (files that are
 not a library's, :func:`txnsafety.sites.is_library_file`) and the loaded modules of
@@ -158,7 +164,7 @@ def _derived_in_scope(scope: list[ast.AST]) -> set[str]:
         elif isinstance(node, ast.Call) and _is_setattr(node):
             stores.append((node.args[1].value, node.args[0], node.args[2]))
     derived: set[str] = set()
-    tainted: dict[str, set[str]] = {}
+    tainted: dict[str, dict[str, set[str]]] = {}
     for attr, receiver, value in stores:
         if attr in derived:
             continue
@@ -188,36 +194,55 @@ def _is_setattr(node: ast.Call) -> bool:
             and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str))
 
 
-def _tainted(locals_: list[tuple[str, ast.AST]], attr: str) -> set[str]:
-    """Local names whose value may come from attribute ``attr`` (flow-insensitive, to a fixpoint)."""
-    tainted: set[str] = set()
+def _tainted(locals_: list[tuple[str, ast.AST]], attr: str) -> dict[str, set[str]]:
+    """Local names whose value may come from attribute ``attr``, each with the receivers
+    (:func:`_receiver_key`) it was read from (flow-insensitive, to a fixpoint)."""
+    tainted: dict[str, set[str]] = {}
     changed = True
     while changed:
         changed = False
         for name, value in locals_:
-            if name not in tainted and _reads(value, attr, None, tainted):
-                tainted.add(name)
+            found = _receivers_read(value, attr, tainted)
+            if found - tainted.get(name, set()):
+                tainted.setdefault(name, set()).update(found)
                 changed = True
     return tainted
 
 
-def _reads(expr: ast.AST, attr: str, receiver: Any, tainted: set[str]) -> bool:
-    """Whether ``expr`` may compute from attribute ``attr``: reads it, reads a tainted local,
-    or hands the receiver itself to a call (``total(x)``, ``x.recount()``)."""
-    receiver_name = receiver.id if isinstance(receiver, ast.Name) else None
+def _receiver_key(node: ast.AST) -> str:
+    """A receiver as written, for comparing two (``self`` is ``self``, not ``form``)."""
+    return ast.dump(node)
+
+
+def _receivers_read(expr: ast.AST, attr: str, tainted: dict[str, set[str]]) -> set[str]:
+    """The receivers whose attribute ``attr`` ``expr`` reads, directly, through ``getattr``
+    or through a tainted local."""
+    found: set[str] = set()
     for node in ast.walk(expr):
         if isinstance(node, ast.Attribute) and node.attr == attr:
+            found.add(_receiver_key(node.value))
+        elif isinstance(node, ast.Name) and node.id in tainted:
+            found |= tainted[node.id]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value == attr):
+            found.add(_receiver_key(node.args[0]))
+    return found
+
+
+def _reads(expr: ast.AST, attr: str, receiver: Any, tainted: dict[str, set[str]]) -> bool:
+    """Whether ``expr`` may compute from attribute ``attr`` of ``receiver``: reads it (itself
+    or through a tainted local), or hands the receiver itself to a call (``total(x)``,
+    ``x.recount()``)."""
+    if _receiver_key(receiver) in _receivers_read(expr, attr, tainted):
+        return True
+    receiver_name = receiver.id if isinstance(receiver, ast.Name) else None
+    if receiver_name is None:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and (
+                any(isinstance(a, ast.Name) and a.id == receiver_name for a in node.args)
+                or any(isinstance(k.value, ast.Name) and k.value.id == receiver_name for k in node.keywords)
+                or (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == receiver_name)):
             return True
-        if isinstance(node, ast.Name) and node.id in tainted:
-            return True
-        if isinstance(node, ast.Call):
-            if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2
-                    and isinstance(node.args[1], ast.Constant) and node.args[1].value == attr):
-                return True
-            if receiver_name is not None and (
-                    any(isinstance(a, ast.Name) and a.id == receiver_name for a in node.args)
-                    or any(isinstance(k.value, ast.Name) and k.value.id == receiver_name for k in node.keywords)
-                    or (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-                        and node.func.value.id == receiver_name)):
-                return True
     return False

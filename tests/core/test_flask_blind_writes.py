@@ -5,10 +5,11 @@ A real Flask app with Flask-SQLAlchemy, wired as the README says, on a SQLite fi
 reported).  An edit form and a JSON PUT assign the submitted values: a number that
 changed, an address that contains the old one, a name copied from a schema object whose
 attribute has the same name.  Their values look derived; the code assigning them reads
-another object's attribute (``self.weight.data``, ``body.name``), so they are written
+another object's attribute (``self.share.data``, ``body.banner``), so they are written
 blind and not reported.  The racy twins, a counter and a text computed from the row's own
 value, still are.  (The code decides per attribute: a column some code computes from
-itself is taken as derived at every write, so the twins write columns of their own.)
+itself is taken as derived at every write, in every module loaded, so the twins write
+columns of their own, and the form's columns have names no other test derives.)
 """
 from __future__ import annotations
 
@@ -36,9 +37,9 @@ db = flask_sqlalchemy.SQLAlchemy(model_class=Base)
 class Team(db.Model):
     __tablename__ = "blind_team"
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column()
-    contact_email: Mapped[str] = mapped_column()
-    weight: Mapped[float] = mapped_column()
+    banner: Mapped[str] = mapped_column()
+    reply_to: Mapped[str] = mapped_column()
+    share: Mapped[float] = mapped_column()
     visits: Mapped[int] = mapped_column(default=0)
     motto: Mapped[str] = mapped_column(default="go")
 
@@ -54,21 +55,21 @@ class TeamForm:
     """An edit form whose fields are named like the model's columns."""
 
     def __init__(self, submitted):
-        self.name = Field(submitted["name"])
-        self.contact_email = Field(submitted["contact_email"])
-        self.weight = Field(float(submitted["weight"]))
+        self.banner = Field(submitted["banner"])
+        self.reply_to = Field(submitted["reply_to"])
+        self.share = Field(float(submitted["share"]))
 
     def update(self, team):
-        team.name = self.name.data
-        team.contact_email = self.contact_email.data
-        team.weight = self.weight.data
+        team.banner = self.banner.data
+        team.reply_to = self.reply_to.data
+        team.share = self.share.data
 
 
 class TeamBody:
     """A request body parsed into an object (a schema), attributes named like the columns."""
 
     def __init__(self, payload):
-        self.name = payload["name"]
+        self.banner = payload["banner"]
 
 
 def create_app(path) -> flask.Flask:
@@ -89,7 +90,7 @@ def create_app(path) -> flask.Flask:
     def rename(team_id):
         team = db.session.get(Team, team_id)
         body = TeamBody(flask.request.get_json())
-        team.name = body.name
+        team.banner = body.banner
         db.session.commit()
         return "UPDATED"
 
@@ -109,7 +110,7 @@ def create_app(path) -> flask.Flask:
 
     with app.app_context():
         db.create_all()
-        db.session.add(Team(id=1, name="raclette", contact_email="alexis@example.com", weight=1.0))
+        db.session.add(Team(id=1, banner="raclette", reply_to="alexis@example.com", share=1.0))
         db.session.commit()
     return app
 
@@ -120,15 +121,15 @@ def client(tmp_path):
 
 
 def test_a_form_resubmitted_with_values_that_look_derived_is_blind(client, txnsafety_violations):
-    form = {"name": "raclette", "contact_email": "alexis@example.com", "weight": "1"}
+    form = {"banner": "raclette", "reply_to": "alexis@example.com", "share": "1"}
     assert client.put("/teams/1", data=form).text == "UPDATED"             # the same values again
-    changed = {"name": "raclette party", "contact_email": "alexis@example.com.fr", "weight": "2"}
+    changed = {"banner": "raclette party", "reply_to": "alexis@example.com.fr", "share": "2"}
     assert client.put("/teams/1", data=changed).text == "UPDATED"          # contains the old ones
     assert txnsafety_violations == []
 
 
 def test_a_body_attribute_named_like_the_column_is_blind(client, txnsafety_violations):
-    assert client.patch("/teams/1", json={"name": "raclette!"}).text == "UPDATED"
+    assert client.patch("/teams/1", json={"banner": "raclette!"}).text == "UPDATED"
     assert txnsafety_violations == []
 
 

@@ -3,13 +3,11 @@
 # docs/real-suites.md, unchecked and checked (strict, report mode), wired as the README
 # says by the pytest plugins beside this script.  Usage:
 #
-#   bash benchmarks/real_suites/run_web_suites.sh WORK [ihatemoney] [fastapi-template] [flaskbb]
+#   bash benchmarks/real_suites/run_web_suites.sh WORK [ihatemoney] [fastapi-template]
 #
 # WORK keeps the virtualenvs, sources and results (WORK/<suite>-{unchecked,checked}.txt,
 # WORK/<suite>-report.json).  The FastAPI template needs PostgreSQL
-# (TXNSAFETY_TEST_POSTGRES_URL, default the CI's server); flaskbb needs Python 3.12
-# (PYTHON312, default python3.12) and its repository (FLASKBB_SRC: a checkout of
-# flaskbb's master, commit 4b78af85e96b).
+# (TXNSAFETY_TEST_POSTGRES_URL, default the CI's server) and git to fetch its tag 0.9.0.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -72,24 +70,10 @@ fastapi_template() {
     unset PYTHONPATH
 }
 
-flaskbb() {
-    local venv="$WORK/fbb-venv" src="${FLASKBB_SRC:?FLASKBB_SRC: a checkout of flaskbb}"
-    [ -x "$venv/bin/python" ] || {
-        "${PYTHON312:-python3.12}" -m venv "$venv"
-        "$venv/bin/pip" install -q -e "$src" pytest freezegun pytest-mock responses webob asgiref
-        "$venv/bin/pip" install -q --no-deps -e "$REPO"
-    }
-    # its ini asks for xdist; one process here (the plugin's summary is per process)
-    run_both flaskbb "$venv/bin/python" "$src" tests "$HERE/flaskbb" -o addopts=
-    run_both flaskbb-outside-checked "$venv/bin/python" "$src" tests "$HERE/flaskbb" -o addopts= \
-        --txnsafety-outside-requests=check
-}
-
 for suite in ${SUITES[@]}; do
     case "$suite" in
         ihatemoney) ihatemoney ;;
         fastapi-template) fastapi_template ;;
-        flaskbb) flaskbb ;;
         *) echo "unknown suite $suite" >&2; exit 2 ;;
     esac
 done

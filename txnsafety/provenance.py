@@ -23,9 +23,14 @@ is not seen: where the checker cannot see the flow, the write counts as blind.
 
 The code searched is every module of the application loaded so far (files that are
 not a library's, :func:`txnsafety.sites.is_library_file`) and the loaded modules of
-the package that defines the written model (a third-party app's own counters).  Each
-file is parsed once; the names it derives are kept per file, and per model the union
-is rebuilt only when more modules have been loaded.  A name no such code derives —
+the package that defines the written model (a third-party app's own counters), among
+them the files that name the model or one of its own bases (an identifier, an
+attribute, an import, a class definition, a string): an attribute name is shared by
+many models, and ``row.Value = encrypt(row.Value)`` on a gateway's options says nothing
+of a token's ``Value`` in a module that never names tokens.  A derivation in a generic
+helper that names no model (``def bump(obj): obj.n += 1``) is therefore not seen.  Each
+file is parsed once; the names it derives and the names it mentions are kept per file,
+and per model the union is rebuilt only when more modules have been loaded.  A name no such code derives —
 set from a form through ``setattr(obj, name, value)``, from a list index, by a
 serializer — is written blind.  Not seen: a derivation through a dynamic attribute
 name (``setattr(x, f, getattr(x, f) + 1)``) or in code loaded with ``exec``.
@@ -42,8 +47,9 @@ from .sites import is_library_file
 
 log = logging.getLogger("txnsafety")
 
-#: filename -> the attribute names its code assigns from themselves (parsed once).
-_files: dict[str, frozenset[str]] = {}
+#: filename -> (the attribute names its code assigns from themselves, the names the file
+#: mentions: identifiers, attributes, imports) (parsed once).
+_files: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 #: model class -> (len(sys.modules) when built, names derived by the code searched for it).
 _models: dict[Any, tuple[int, frozenset[str]]] = {}
 
@@ -69,13 +75,33 @@ def forget() -> None:
 
 
 def _names_for(model: type) -> frozenset[str]:
+    """The attributes derived by files that name ``model`` (or a class it inherits from):
+    an attribute name is shared by many models (``Value``, ``count``), so a file that
+    derives ``option.Value`` of another model says nothing about this one's."""
     names: set[str] = set()
+    classes = _class_names(model)
     for filename in _files_for(model):
         found = _files.get(filename)
         if found is None:
             found = _files[filename] = _derived_in_file(filename)
-        names |= found
+        derived, mentioned = found
+        if derived and not classes.isdisjoint(mentioned):
+            names |= derived
     return frozenset(names)
+
+
+def _class_names(model: type) -> frozenset[str]:
+    """The names code may use for ``model``: its own (Django's ``User`` too) and its
+    application bases' (a method of a base class or a mixin derives for every subclass),
+    not the frameworks' base classes (``Model``, ``AbstractUser``)."""
+    return frozenset({model.__name__}) | frozenset(
+        cls.__name__ for cls in getattr(model, "__mro__", ())[1:]
+        if (getattr(cls, "__module__", "") or "").split(".")[0] not in _NOT_NAMES)
+
+
+#: Packages whose classes among a model's bases name no model of the application.
+_NOT_NAMES = frozenset({"builtins", "typing", "abc", "django", "sqlalchemy", "flask_sqlalchemy", "sqlmodel",
+                        "pydantic"})
 
 
 def _files_for(model: type) -> Iterator[str]:
@@ -95,16 +121,36 @@ def _files_for(model: type) -> Iterator[str]:
             yield filename
 
 
-def _derived_in_file(filename: str) -> frozenset[str]:
+def _derived_in_file(filename: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(the attributes the file's code derives from themselves, the names it mentions)."""
     try:
         with tokenize.open(filename) as handle:
             tree = ast.parse(handle.read(), filename)
     except (OSError, SyntaxError, ValueError):  # (UnicodeDecodeError is a ValueError)
-        return frozenset()
+        return frozenset(), frozenset()
     names: set[str] = set()
     for scope in _scopes(tree):
         names |= _derived_in_scope(scope)
-    return frozenset(names)
+    if not names:
+        return frozenset(), frozenset()
+    return frozenset(names), frozenset(_mentioned(tree))
+
+
+def _mentioned(tree: ast.AST) -> Iterator[str]:
+    """Every name the file uses: identifiers, attributes, imported names, class definitions."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+        elif isinstance(node, ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.alias):
+            yield node.name.rsplit(".", 1)[-1]
+            if node.asname:
+                yield node.asname
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            yield node.value  # a string annotation or a lazy relationship("Model")
 
 
 _FRAMEWORKS = frozenset({"django", "sqlalchemy"})

@@ -3,7 +3,7 @@
 # docs/real-suites.md, unchecked and checked (strict, report mode), wired as the README
 # says by the pytest plugins beside this script.  Usage:
 #
-#   bash benchmarks/real_suites/run_web_suites.sh WORK [ihatemoney] [fastapi-template]
+#   bash benchmarks/real_suites/run_web_suites.sh WORK [ihatemoney] [fastapi-template] [privacyidea]
 #
 # WORK keeps the virtualenvs, sources and results (WORK/<suite>-{unchecked,checked}.txt,
 # WORK/<suite>-report.json).  The FastAPI template needs PostgreSQL
@@ -19,12 +19,13 @@ WORK="$(cd "$WORK" && pwd)"
 PG="${TXNSAFETY_TEST_POSTGRES_URL:-postgresql://txnsafety:txnsafety@127.0.0.1:5432/txnsafety}"
 
 run_both() {  # name python dir tests-path plugin-dir [extra checked args...]
+    # (tests: one or more paths, split on spaces)
     local name=$1 python=$2 dir=$3 tests=$4 wiring=$5
     shift 5
-    (cd "$dir" && "$python" -m pytest -q -p no:cacheprovider -p no:txnsafety "$tests" \
+    (cd "$dir" && "$python" -m pytest -q -p no:cacheprovider -p no:txnsafety $tests \
         > "$WORK/$name-unchecked.txt" 2>&1 || true)
     (cd "$dir" && PYTHONPATH="$wiring:${PYTHONPATH:-}" "$python" -m pytest -q -p no:cacheprovider \
-        -p txnsafety_wiring --txnsafety-mode=report --txnsafety-json="$WORK/$name-report.json" "$@" "$tests" \
+        -p txnsafety_wiring --txnsafety-mode=report --txnsafety-json="$WORK/$name-report.json" "$@" $tests \
         > "$WORK/$name-checked.txt" 2>&1 || true)
     echo "== $name"
     tail -n 1 "$WORK/$name-unchecked.txt" | sed 's/^/  unchecked: /'
@@ -70,10 +71,34 @@ fastapi_template() {
     unset PYTHONPATH
 }
 
+privacyidea() {
+    # its validate API tests and the failcounter's (the whole suite is some 3,000 tests):
+    # SQLite files, Redis off (its fixtures FLUSHDB the Redis DB they are given)
+    local venv="$WORK/pi-venv" src="$WORK/privacyidea-3.14"
+    [ -d "$src" ] || (cd "$WORK" && python3 -m pip download -q --no-deps --no-binary :all: privacyidea==3.14 \
+        && tar xzf privacyidea-3.14.tar.gz)
+    [ -x "$venv/bin/python" ] || {
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q -r "$src/requirements.txt"
+        "$venv/bin/pip" install -q -r "$src/tests/requirements.txt"
+        "$venv/bin/pip" install -q --no-deps -e "$src"
+        "$venv/bin/pip" install -q webob asgiref
+        "$venv/bin/pip" install -q --no-deps -e "$REPO"
+    }
+    local tests
+    tests="$(cd "$src" && ls tests/test_api_validate*.py tests/test_lib_token_failcounter.py | tr '\n' ' ')"
+    rm -f "$WORK"/pi-*.sqlite
+    unset PI_REDIS_URL
+    export TEST_REDIS_URL=
+    TEST_DATABASE_URL="sqlite:///$WORK/pi-unchecked.sqlite" run_both privacyidea "$venv/bin/python" "$src" \
+        "$tests" "$HERE/privacyidea"
+}
+
 for suite in ${SUITES[@]}; do
     case "$suite" in
         ihatemoney) ihatemoney ;;
         fastapi-template) fastapi_template ;;
+        privacyidea) privacyidea ;;
         *) echo "unknown suite $suite" >&2; exit 2 ;;
     esac
 done

@@ -222,12 +222,16 @@ def summarize(project: Project, plain: dict, checked: dict) -> None:
     print(f"  tests failing only with txnsafety: {len(broken)}")
     for name in broken[:20]:
         print(f"    {name}")
-    reports = checked["reports"]
-    print(f"  reports: {len(reports)}")
-    by_code = collections.Counter(r["code"] for r in reports)
+    reports = checked["reports"]  # one entry a place, with its count (the plugin's JSON)
+    print(f"  reports: {sum(r['count'] for r in reports)} at {len(reports)} place(s), "
+          f"{sum(1 for r in reports if r['outside_request'])} of them outside any request")
+    by_code = collections.Counter()
+    groups = collections.Counter()
+    for r in reports:
+        by_code[r["code"]] += r["count"]
+        groups[(r["code"], r["model"], r["write_site"], r["read_site"])] += r["count"]
     for code, n in sorted(by_code.items()):
         print(f"    {code}: {n}")
-    groups = collections.Counter((r["code"], r["model"], r["write_site"], r["read_site"]) for r in reports)
     print("  by code, model, write site (read site):")
     for (code, model, write_site, read_site), n in groups.most_common():
         print(f"    {n:4d}  {code} {model}\n          write {write_site}\n          read  {read_site}")

@@ -11,6 +11,7 @@ from .codes import CODES, Code
 from .config import ConfigurationError, configure, settings
 from .context import (Priority, RequestScope, Transaction, current_scope, current_transaction,
                       held_leases, request_scope, transaction)
+from .declared_locks import declared_lock, serializing
 from .policies import (abstract, dangerously_written_outside_transaction,
                        dangerously_written_outside_transaction_or_user_lock, embedded, never_written,
                        policy_of, register_policy, structured_property, versioned, written_by_single_writer,
@@ -26,9 +27,9 @@ __all__ = [
     "CODES", "Code", "ConfigurationError", "Priority", "RequestScope", "StompingError", "Transaction", "Violation",
     "abstract", "add_listener", "configure", "current_scope", "current_transaction",
     "dangerously_written_outside_transaction", "dangerously_written_outside_transaction_or_user_lock",
-    "embedded", "forget", "held_leases", "never_written", "policy_of", "read_stamp", "record_read",
+    "declared_lock", "embedded", "forget", "held_leases", "never_written", "policy_of", "read_stamp", "record_read",
     "record_stale_lock", "record_write", "register_policy", "remove_listener", "request_scope",
-    "settings", "single_writer", "structured_property", "suppress", "suppress_in_test", "transaction",
+    "serializing", "settings", "single_writer", "structured_property", "suppress", "suppress_in_test", "transaction",
     "versioned", "written_by_single_writer", "written_in_transaction", "written_in_transaction_or_user_lock",
     "written_once", "written_via_cron", "written_with_user_lock",
 ]

@@ -310,6 +310,29 @@ def close_scope(scope: RequestScope, token: ScopeToken | UncheckedToken | None =
         _state.set(_EMPTY)
 
 
+#: The scopes in which a test's own code runs (the pytest plugin opens one per test), by
+#: their token -> whether their reports are quiet (see :func:`mark_test_code`).  Kept apart
+#: from :class:`RequestScope` so that a request pays nothing for it: it is asked only when
+#: a violation is reported or a write finds an object read in another scope.
+_test_code: dict[object, bool] = {}
+
+
+def mark_test_code(scope: RequestScope, *, quiet: bool) -> None:
+    """Say that ``scope`` runs a test's own code, outside any request: its writes are told
+    apart from requests' (``Violation.outside_request``), kept quiet when ``quiet``, and an
+    object it loaded through a Session that a request then shares is that request's read."""
+    _test_code[scope.token] = quiet
+
+
+def unmark_test_code(scope: RequestScope) -> None:
+    _test_code.pop(scope.token, None)
+
+
+def test_code_scope(token: object) -> bool | None:
+    """For a scope's token: None when it is no test's own scope, else whether it is quiet."""
+    return _test_code.get(token)
+
+
 @contextmanager
 def request_scope(name: str = "", priority: Priority = Priority.INTERACTIVE) -> Iterator[RequestScope]:
     """Check a unit of work outside a web request: a job, a command, a test."""

@@ -10,16 +10,27 @@ loaded but a new object (assigned by code, not left stale: see
 some code assigns that attribute from itself:
 
 * ``x.n += k`` (any augmented assignment of the attribute);
-* ``x.n = <expr>`` / ``setattr(x, "n", <expr>)`` where ``<expr>`` reads ``.n``
-  (``x.n + 1``, ``max(x.n, m)``, ``getattr(x, "n")``), a local computed from it
-  (``n = x.n; ...; x.n = n + 1``), or hands ``x`` itself to a call
+* ``x.n = <expr>`` / ``setattr(x, "n", <expr>)`` where ``<expr>`` reads ``.n`` *of the
+  same receiver* (``x.n + 1``, ``max(x.n, m)``, ``getattr(x, "n")``), a local computed
+  from it (``n = x.n; ...; x.n = n + 1``), or hands ``x`` itself to a call
   (``x.n = total(x)``, ``x.n = x.recount()``): the callee may read it.
+
+The receiver is compared as written (``self`` with ``self``, ``order.line`` with
+``order.line``): ``person.weight = self.weight.data`` (a form's field of the same name)
+or ``user.name = user_in.name`` (a schema's) reads another object's attribute and is a
+blind write.  A derivation through an alias of the receiver (``p = x; x.n = p.n + 1``)
+is not seen: where the checker cannot see the flow, the write counts as blind.
 
 The code searched is every module of the application loaded so far (files that are
 not a library's, :func:`txnsafety.sites.is_library_file`) and the loaded modules of
-the package that defines the written model (a third-party app's own counters).  Each
-file is parsed once; the names it derives are kept per file, and per model the union
-is rebuilt only when more modules have been loaded.  A name no such code derives —
+the package that defines the written model (a third-party app's own counters), among
+them the files that name the model or one of its own bases (an identifier, an
+attribute, an import, a class definition, a string): an attribute name is shared by
+many models, and ``row.Value = encrypt(row.Value)`` on a gateway's options says nothing
+of a token's ``Value`` in a module that never names tokens.  A derivation in a generic
+helper that names no model (``def bump(obj): obj.n += 1``) is therefore not seen.  Each
+file is parsed once; the names it derives and the names it mentions are kept per file,
+and per model the union is rebuilt only when more modules have been loaded.  A name no such code derives —
 set from a form through ``setattr(obj, name, value)``, from a list index, by a
 serializer — is written blind.  Not seen: a derivation through a dynamic attribute
 name (``setattr(x, f, getattr(x, f) + 1)``) or in code loaded with ``exec``.
@@ -36,8 +47,9 @@ from .sites import is_library_file
 
 log = logging.getLogger("txnsafety")
 
-#: filename -> the attribute names its code assigns from themselves (parsed once).
-_files: dict[str, frozenset[str]] = {}
+#: filename -> (the attribute names its code assigns from themselves, the names the file
+#: mentions: identifiers, attributes, imports) (parsed once).
+_files: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 #: model class -> (len(sys.modules) when built, names derived by the code searched for it).
 _models: dict[Any, tuple[int, frozenset[str]]] = {}
 
@@ -63,13 +75,33 @@ def forget() -> None:
 
 
 def _names_for(model: type) -> frozenset[str]:
+    """The attributes derived by files that name ``model`` (or a class it inherits from):
+    an attribute name is shared by many models (``Value``, ``count``), so a file that
+    derives ``option.Value`` of another model says nothing about this one's."""
     names: set[str] = set()
+    classes = _class_names(model)
     for filename in _files_for(model):
         found = _files.get(filename)
         if found is None:
             found = _files[filename] = _derived_in_file(filename)
-        names |= found
+        derived, mentioned = found
+        if derived and not classes.isdisjoint(mentioned):
+            names |= derived
     return frozenset(names)
+
+
+def _class_names(model: type) -> frozenset[str]:
+    """The names code may use for ``model``: its own (Django's ``User`` too) and its
+    application bases' (a method of a base class or a mixin derives for every subclass),
+    not the frameworks' base classes (``Model``, ``AbstractUser``)."""
+    return frozenset({model.__name__}) | frozenset(
+        cls.__name__ for cls in getattr(model, "__mro__", ())[1:]
+        if (getattr(cls, "__module__", "") or "").split(".")[0] not in _NOT_NAMES)
+
+
+#: Packages whose classes among a model's bases name no model of the application.
+_NOT_NAMES = frozenset({"builtins", "typing", "abc", "django", "sqlalchemy", "flask_sqlalchemy", "sqlmodel",
+                        "pydantic"})
 
 
 def _files_for(model: type) -> Iterator[str]:
@@ -89,16 +121,36 @@ def _files_for(model: type) -> Iterator[str]:
             yield filename
 
 
-def _derived_in_file(filename: str) -> frozenset[str]:
+def _derived_in_file(filename: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(the attributes the file's code derives from themselves, the names it mentions)."""
     try:
         with tokenize.open(filename) as handle:
             tree = ast.parse(handle.read(), filename)
     except (OSError, SyntaxError, ValueError):  # (UnicodeDecodeError is a ValueError)
-        return frozenset()
+        return frozenset(), frozenset()
     names: set[str] = set()
     for scope in _scopes(tree):
         names |= _derived_in_scope(scope)
-    return frozenset(names)
+    if not names:
+        return frozenset(), frozenset()
+    return frozenset(names), frozenset(_mentioned(tree))
+
+
+def _mentioned(tree: ast.AST) -> Iterator[str]:
+    """Every name the file uses: identifiers, attributes, imported names, class definitions."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.attr
+        elif isinstance(node, ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.alias):
+            yield node.name.rsplit(".", 1)[-1]
+            if node.asname:
+                yield node.asname
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            yield node.value  # a string annotation or a lazy relationship("Model")
 
 
 _FRAMEWORKS = frozenset({"django", "sqlalchemy"})
@@ -158,7 +210,7 @@ def _derived_in_scope(scope: list[ast.AST]) -> set[str]:
         elif isinstance(node, ast.Call) and _is_setattr(node):
             stores.append((node.args[1].value, node.args[0], node.args[2]))
     derived: set[str] = set()
-    tainted: dict[str, set[str]] = {}
+    tainted: dict[str, dict[str, set[str]]] = {}
     for attr, receiver, value in stores:
         if attr in derived:
             continue
@@ -188,36 +240,55 @@ def _is_setattr(node: ast.Call) -> bool:
             and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str))
 
 
-def _tainted(locals_: list[tuple[str, ast.AST]], attr: str) -> set[str]:
-    """Local names whose value may come from attribute ``attr`` (flow-insensitive, to a fixpoint)."""
-    tainted: set[str] = set()
+def _tainted(locals_: list[tuple[str, ast.AST]], attr: str) -> dict[str, set[str]]:
+    """Local names whose value may come from attribute ``attr``, each with the receivers
+    (:func:`_receiver_key`) it was read from (flow-insensitive, to a fixpoint)."""
+    tainted: dict[str, set[str]] = {}
     changed = True
     while changed:
         changed = False
         for name, value in locals_:
-            if name not in tainted and _reads(value, attr, None, tainted):
-                tainted.add(name)
+            found = _receivers_read(value, attr, tainted)
+            if found - tainted.get(name, set()):
+                tainted.setdefault(name, set()).update(found)
                 changed = True
     return tainted
 
 
-def _reads(expr: ast.AST, attr: str, receiver: Any, tainted: set[str]) -> bool:
-    """Whether ``expr`` may compute from attribute ``attr``: reads it, reads a tainted local,
-    or hands the receiver itself to a call (``total(x)``, ``x.recount()``)."""
-    receiver_name = receiver.id if isinstance(receiver, ast.Name) else None
+def _receiver_key(node: ast.AST) -> str:
+    """A receiver as written, for comparing two (``self`` is ``self``, not ``form``)."""
+    return ast.dump(node)
+
+
+def _receivers_read(expr: ast.AST, attr: str, tainted: dict[str, set[str]]) -> set[str]:
+    """The receivers whose attribute ``attr`` ``expr`` reads, directly, through ``getattr``
+    or through a tainted local."""
+    found: set[str] = set()
     for node in ast.walk(expr):
         if isinstance(node, ast.Attribute) and node.attr == attr:
+            found.add(_receiver_key(node.value))
+        elif isinstance(node, ast.Name) and node.id in tainted:
+            found |= tainted[node.id]
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value == attr):
+            found.add(_receiver_key(node.args[0]))
+    return found
+
+
+def _reads(expr: ast.AST, attr: str, receiver: Any, tainted: dict[str, set[str]]) -> bool:
+    """Whether ``expr`` may compute from attribute ``attr`` of ``receiver``: reads it (itself
+    or through a tainted local), or hands the receiver itself to a call (``total(x)``,
+    ``x.recount()``)."""
+    if _receiver_key(receiver) in _receivers_read(expr, attr, tainted):
+        return True
+    receiver_name = receiver.id if isinstance(receiver, ast.Name) else None
+    if receiver_name is None:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and (
+                any(isinstance(a, ast.Name) and a.id == receiver_name for a in node.args)
+                or any(isinstance(k.value, ast.Name) and k.value.id == receiver_name for k in node.keywords)
+                or (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == receiver_name)):
             return True
-        if isinstance(node, ast.Name) and node.id in tainted:
-            return True
-        if isinstance(node, ast.Call):
-            if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2
-                    and isinstance(node.args[1], ast.Constant) and node.args[1].value == attr):
-                return True
-            if receiver_name is not None and (
-                    any(isinstance(a, ast.Name) and a.id == receiver_name for a in node.args)
-                    or any(isinstance(k.value, ast.Name) and k.value.id == receiver_name for k in node.keywords)
-                    or (isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
-                        and node.func.value.id == receiver_name)):
-                return True
     return False

@@ -15,6 +15,13 @@
   (code, model, sites, how many tests) — also as JSON with ``--txnsafety-json=PATH``.
 * Tests that *expect* violations ask for the ``txnsafety_violations`` fixture:
   violations are collected (not raised) for assertions and do not fail the test.
+* Writes made by a test's own code outside any request (the test body, a unittest
+  ``setUp``, a helper the test or its app factory calls) are told apart from requests':
+  ``--txnsafety-outside-requests=quiet`` (the default; ini ``txnsafety_outside_requests``)
+  neither raises them nor fails the test, and lists them in a section of their own; ``check``
+  judges them like a request's.  A test that expects violations sees them all.
+* Each place (code, model, sites) is reported once per run with its count: the summary
+  and the JSON list places, each with how many reports and which tests.
 """
 from __future__ import annotations
 
@@ -26,13 +33,15 @@ import pytest
 
 from .codes import Code
 from .config import MODES, ConfigurationError, mode_from_environment, settings
-from .context import request_scope
+from .context import mark_test_code, request_scope, unmark_test_code
 from .report import StompingError, Violation, _test_mode, add_listener, remove_listener
-from .summary import group_reports
+from .summary import ReportGroup, group_reports
 
 _FIXTURE = "txnsafety_violations"
 #: Modes under pytest: the checker's own, plus ``report`` (collect, summarise, fail nothing).
 PYTEST_MODES = (*MODES, "report")
+#: What becomes of the reports of a test's own code, outside any request.
+OUTSIDE_REQUESTS = ("quiet", "check")
 _STATE = pytest.StashKey["_SessionState"]()
 
 
@@ -56,9 +65,10 @@ class ViolationLog(list):
 
 
 class _SessionState:
-    def __init__(self, mode: str, source: str) -> None:
+    def __init__(self, mode: str, source: str, outside: str = "quiet") -> None:
         self.mode = mode
         self.source = source
+        self.outside = outside  # OUTSIDE_REQUESTS
         self.reported: list[tuple[str, Violation]] = []  # report mode: (test id, violation)
 
 
@@ -70,7 +80,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="raise (default), log, collect: a test whose code stomps fails; "
                          "report: no test fails, the session ends with every distinct report")
     group.addoption("--txnsafety-json", dest="txnsafety_json", default=None, metavar="PATH",
-                    help="write the session's reports as JSON to PATH (any mode)")
+                    help="write the session's reports as JSON to PATH (any mode): one entry a place, "
+                         "with its count and tests")
+    parser.addini("txnsafety_outside_requests", "txnsafety: reports of a test's own code outside any "
+                  "request: quiet (listed apart, fail nothing) or check (like a request's)", default="quiet")
+    group.addoption("--txnsafety-outside-requests", dest="txnsafety_outside_requests", default=None,
+                    metavar="quiet|check", help="writes of a test's own code outside any request (the test "
+                    "body, setUp): quiet (default: listed apart, never raised) or check (judged like a request's)")
 
 
 def _chosen_mode(config: pytest.Config) -> tuple[str, str]:
@@ -98,7 +114,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from .config import configure
     configure(read_sites="always")  # a failing test names every site; speed matters less here
     configure(mode="collect" if mode == "report" else mode)
-    config.stash[_STATE] = _SessionState(mode, source)
+    outside = config.getoption("txnsafety_outside_requests") or config.getini("txnsafety_outside_requests")
+    if outside not in OUTSIDE_REQUESTS:
+        raise pytest.UsageError(f"txnsafety: txnsafety_outside_requests = {outside!r} is not one of "
+                                f"{', '.join(OUTSIDE_REQUESTS)}")
+    config.stash[_STATE] = _SessionState(mode, source, outside)
 
 
 @pytest.fixture
@@ -126,24 +146,36 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     state: _SessionState | None = item.config.stash.get(_STATE, None)
     seen = ViolationLog()
     expects = _FIXTURE in getattr(item, "fixturenames", ()) or item.get_closest_marker("txnsafety_allow")
+    quiet = bool(state is not None and state.outside == "quiet" and not expects)
     add_listener(seen.add)
     try:
-        with request_scope(name=item.nodeid):
-            result = yield
+        with request_scope(name=item.nodeid) as scope:
+            mark_test_code(scope, quiet=quiet)
+            try:
+                result = yield
+            finally:
+                unmark_test_code(scope)
     except BaseException as exc:
-        if seen and not expects and not (state and state.mode == "report"):
-            _attach(item, exc, seen)
+        failing = _failing(seen, quiet)
+        if failing and not expects and not (state and state.mode == "report"):
+            _attach(item, exc, failing)
         raise
     finally:
         remove_listener(seen.add)
         if state is not None and not expects:
             state.reported.extend((item.nodeid, v) for v in seen)
-    if seen and not expects and not (state and state.mode == "report"):
-        pytest.fail(_describe(seen), pytrace=False)
+    failing = _failing(seen, quiet)
+    if failing and not expects and not (state and state.mode == "report"):
+        pytest.fail(_describe(failing), pytrace=False)
     return result
 
 
-def _attach(item: pytest.Item, exc: BaseException, seen: ViolationLog) -> None:
+def _failing(seen: list[Violation], quiet: bool) -> list[Violation]:
+    """The reports that fail the test: not those of its own code outside requests, when quiet."""
+    return [v for v in seen if not (quiet and v.outside_request)]
+
+
+def _attach(item: pytest.Item, exc: BaseException, seen: list[Violation]) -> None:
     """Keep the reports of a test that fails for another reason: they are often why."""
     others = [v for v in seen if not (isinstance(exc, StompingError) and exc.violation is v)]
     if not others:
@@ -159,17 +191,35 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     state: _SessionState | None = config.stash.get(_STATE, None)
     if state is None:
         return
+    in_requests = group_reports((t, v) for t, v in state.reported if not v.outside_request)
+    outside = group_reports((t, v) for t, v in state.reported if v.outside_request)
     path = config.getoption("txnsafety_json")
     if path:
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump([{"test": test, **v.as_dict()} for test, v in state.reported], fh, indent=2)
-    if state.mode != "report":
-        return
-    groups = group_reports(state.reported)
-    tests = len({test for test, _ in state.reported})
-    terminalreporter.write_sep(
-        "=", f"txnsafety report mode: {len(groups)} distinct report(s) in {tests} test(s); no test failed for them")
-    for group in groups:
-        terminalreporter.write_line(group.render())
+            json.dump([g.as_dict() for g in in_requests + outside], fh, indent=2)
+    write = terminalreporter.write_line
+    if state.mode == "report":
+        tests = len({test for test, v in state.reported if not v.outside_request})
+        terminalreporter.write_sep("=", f"txnsafety report mode: {len(in_requests)} distinct report(s) in {tests} "
+                                        "test(s); no test failed for them")
+        for group in in_requests:
+            write(group.render())
+    if outside:
+        _outside_section(terminalreporter, state, outside)
     if path:
-        terminalreporter.write_line(f"txnsafety: reports written to {path}")
+        write(f"txnsafety: reports written to {path}")
+
+
+def _outside_section(terminalreporter: pytest.TerminalReporter, state: _SessionState,
+                     groups: list[ReportGroup]) -> None:
+    """The reports of tests' own code outside any request: apart from the requests'."""
+    count = sum(g.count for g in groups)
+    how = ("quiet: no test failed for them; --txnsafety-outside-requests=check judges them like requests"
+           if state.outside == "quiet" else "checked like requests")
+    terminalreporter.write_sep("-", f"txnsafety: outside any request (tests' own code, setUp): {len(groups)} "
+                                    f"place(s), {count} report(s); {how}")
+    if state.mode == "report" or state.outside == "check":
+        for group in groups:
+            terminalreporter.write_line(group.render())
+    else:
+        terminalreporter.write_line("txnsafety: --txnsafety-mode=report lists them")

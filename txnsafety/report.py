@@ -14,12 +14,12 @@ import sys
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping
 
 from .codes import CODES, Code
 from .config import settings
-from .context import current_scope
+from .context import current_scope, test_code_scope
 from .sites import Site
 
 log = logging.getLogger("txnsafety")
@@ -39,6 +39,9 @@ class Violation:
     detail: Mapping[str, str] = field(default_factory=dict)
     trace: str = ""
     request_id: str = ""
+    #: Made by a test's own code outside any request (the pytest plugin's scope of the test:
+    #: the test body, a unittest ``setUp``), not by a request the test made.
+    outside_request: bool = False
 
     @property
     def kind(self) -> str:
@@ -60,6 +63,7 @@ class Violation:
             "other_write_site": str(self.other_write_site) if self.other_write_site else None,
             "detail": dict(self.detail),
             "request_id": self.request_id,
+            "outside_request": self.outside_request,
         }
 
     def __str__(self) -> str:
@@ -73,6 +77,8 @@ class Violation:
             lines.append(f"  other write at {self.other_write_site}")
         for name, value in self.detail.items():
             lines.append(f"  {name}: {value}")
+        if self.outside_request:
+            lines.append("  made by the test's own code, outside any request")
         if self.trace:
             lines.append("  user stack at the write:")
             lines.extend("    " + line for line in self.trace.rstrip().splitlines())
@@ -200,18 +206,25 @@ def report(violation: Violation) -> None:
         log.debug("txnsafety: %s suppressed (%s)", violation.code.value, reason)
         return
     scope = current_scope()
+    quiet = None
     if scope is not None:
         key = violation.dedupe_key()
         with scope._lock:
             if key in scope.reported:
                 return
             scope.reported.add(key)
+        quiet = test_code_scope(scope.token)
+        if quiet is not None and not violation.outside_request:
+            violation = replace(violation, outside_request=True)
+        with scope._lock:
             scope.violations.append(violation)
     for listener in list(_listeners):
         try:
             listener(violation)
         except Exception:
             log.exception("txnsafety: violation listener failed")
+    if quiet:
+        return  # a test's own code, quiet (the pytest plugin's --txnsafety-outside-requests): counted, not raised
     mode = settings.mode
     if mode == "raise":
         raise StompingError(violation)

@@ -9,12 +9,15 @@ database itself loses nothing when
   changed columns) sets a value that does not come from the read: a nickname from a
   form, ``now()`` on login.  Last writer wins by design; the write carries no stale copy.
 
-The checker cannot follow data flow at run time, so "does not come from the read" is
-judged from the value the column held when it was loaded and the value written, by
-the ways read-modify-writes compute (see :func:`looks_derived`).  A number or a date
-that changed could be either; for those (:func:`vouched_by_code`) the integrations ask
-the code that assigns the attribute (:mod:`txnsafety.provenance`).  Integrations ask
-:func:`is_expression` and :func:`looks_derived` per written column and hand the
+The checker cannot follow data flow at run time.  The values can only say "blind": a
+value no read-modify-write computes (``now()``, a flag, a foreign key pointed elsewhere,
+text unrelated to the old text) is written blind (:func:`looks_derived`).  They cannot
+say "derived": a form re-submitting the same text, or an address containing the old one,
+looks derived and is not.  So every other value is derived only when the code that
+assigns the attribute computes it from its own old value (:func:`vouched_by_code`,
+:mod:`txnsafety.provenance`); the one exception is a stale copy, the very object loaded
+written back beside changed columns.  Integrations ask :func:`is_expression`,
+:func:`looks_derived` and :func:`vouched_by_code` per written column and hand the
 checker only the columns written from the read.
 """
 from __future__ import annotations
@@ -89,40 +92,29 @@ def looks_derived(new: Any, loaded: Any, *, relation: bool = False) -> bool:
 
 
 def vouched_by_code(new: Any, loaded: Any, *, alone: bool = False) -> bool:
-    """True when ``looks_derived`` said yes only because of the kind of value, so the code
-    that assigns the attribute decides (:mod:`txnsafety.provenance`), not the value:
+    """True when the code that assigns the attribute decides whether ``new`` comes from the
+    read (:mod:`txnsafety.provenance`), not the value: every value ``looks_derived`` let
+    through except a stale copy.
 
-    * a number or a date/time that changed (``n += 1`` or a form's quantity?);
-    * a value equal to the one loaded but not the same object: the code assigned it (a
-      form re-saving the text it showed), it was not left stale — for the kinds a
-      database driver makes afresh for each row (text and bytes of two characters or
-      more, numbers outside CPython's small-int cache, floats, decimals, dates);
-    * ``alone``: a number or date that is the only column of a ``bulk_update()``, even
-      unchanged (a position that did not move: the loop set it, see Django's ``saves``).
+    Whether a value derives from the read cannot be decided by comparing values: a form
+    re-submitting the text it showed, a PUT repeating a number, an e-mail address that
+    contains the old one (``example.com`` -> ``*.example.com``) all look derived and are
+    written blind.  So a value that is not the very object loaded counts as derived only
+    when some code computes that attribute from its own old value; where the checker cannot
+    see such code, the write is blind.
 
     A value that *is* the object loaded (``None``, a small int, or any column nobody
-    touched) beside columns that changed is a stale copy written back: never vouched.
+    touched) beside columns that changed is a stale copy written back: that is data flow
+    the checker sees (nothing assigned it), never vouched — except ``alone``: a number or
+    date that is the only column of a ``bulk_update()``, even unchanged (a position that
+    did not move: the loop set it, see Django's ``saves``).
     """
-    if isinstance(new, bool) or new is None:
+    if new is None:
         return False
-    kind_by_code = isinstance(new, _NUMBERS) or isinstance(new, (_dt.date, _dt.time, _dt.timedelta))
-    try:
-        if new is loaded:
-            return alone and kind_by_code
-        if new == loaded:
-            return _fresh(new) or (alone and kind_by_code)
-        return kind_by_code
-    except Exception:
-        return False
-
-
-def _fresh(value: Any) -> bool:
-    """Whether equal values of this kind are distinct objects (no cache or interning shares them)."""
-    if isinstance(value, (str, bytes)):
-        return len(value) > 1
-    if isinstance(value, int):
-        return not -5 <= value <= 256
-    return isinstance(value, (float, Decimal, _dt.date, _dt.time, _dt.timedelta))
+    if new is loaded:
+        return alone and not isinstance(new, bool) and (
+            isinstance(new, _NUMBERS) or isinstance(new, (_dt.date, _dt.time, _dt.timedelta)))
+    return True
 
 
 def _is_now(value: _dt.datetime) -> bool:

@@ -24,6 +24,11 @@ def write(row):
 '''
 
 
+#: These tests call the application's code from the test itself, outside any request: judged
+#: like a request's only when asked (the default keeps a test's own code quiet).
+CHECKED = "--txnsafety-outside-requests=check"
+
+
 @pytest.fixture
 def inner(pytester):
     pytester.makepyfile(models=MODELS)
@@ -37,7 +42,7 @@ from models import read, write
 def test_stomp():
     write(read(1))
 ''')
-    result = inner.runpytest_subprocess("-p", "no:cacheprovider")
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", CHECKED)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*TXN102 unprotected*", "*read at*test_app.py:3 in test_stomp*"])
 
@@ -51,7 +56,7 @@ def test_swallowed():
     except Exception:
         pass
 ''')
-    result = inner.runpytest_subprocess("-p", "no:cacheprovider")
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", CHECKED)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*committed 1 stomping violation*"])
 
@@ -89,7 +94,7 @@ def test_safe():
 
 
 def test_ini_mode_log_only_logs(inner):
-    inner.makeini("[pytest]\ntxnsafety_mode = log\n")
+    inner.makeini("[pytest]\ntxnsafety_mode = log\ntxnsafety_outside_requests = check\n")
     inner.makepyfile(test_app='''
 from models import read, write
 def test_stomp(txnsafety_violations):
@@ -124,7 +129,7 @@ def test_other_failure():
     write(read(1))
     assert 1 == 2, "the test's own assertion"
 ''')
-    result = inner.runpytest_subprocess("-p", "no:cacheprovider", "--txnsafety-mode=log")
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", CHECKED, "--txnsafety-mode=log")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*the test's own assertion*", "*txnsafety: this test's code committed 1*",
                                  "*TXN102 unprotected*"])
@@ -138,7 +143,7 @@ def test_pay_fails_differently():
 def test_pay_swallowed():
     pay(2)
 ''')
-    result = inner.runpytest_subprocess("-p", "no:cacheprovider")
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", CHECKED)
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert out.count("TXN102 unprotected") >= 2, out
@@ -146,28 +151,67 @@ def test_pay_swallowed():
                                  "*this test's code committed 1*"])
 
 
-def test_report_mode_fails_no_test_and_summarises_distinct_reports(inner, tmp_path):
-    inner.makepyfile(test_app='''
-from models import read, write
+REQUESTS = '''
 import pytest
+import txnsafety
+from models import read, write
+
+def request(pk, times=1):
+    """What a test client's call is: the application's code in a request's own scope."""
+    for _ in range(times):
+        with txnsafety.request_scope("request"):
+            write(read(pk))
+
 @pytest.mark.parametrize("pk", [1, 2, 3])
 def test_stomp(pk):
-    write(read(pk))
+    request(pk, times=pk)
+
+def test_own_code():
+    write(read(9))                     # the test's own code, outside any request
+
 def test_clean():
     pass
-''')
+'''
+
+
+def test_report_mode_lists_each_place_once_with_its_count_and_the_tests_own_code_apart(inner, tmp_path):
+    inner.makepyfile(test_app=REQUESTS)
     out = tmp_path / "reports.json"
     result = inner.runpytest_subprocess("-p", "no:cacheprovider", "--txnsafety-mode=report",
                                         f"--txnsafety-json={out}")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines([
         "*txnsafety report mode: 1 distinct report(s) in 3 test(s); no test failed for them*",
-        "TXN102 unprotected: models.Row  (3 test(s): test_app.py::test_stomp[[]1[]] and 2 more)",
-        "  write at *test_app.py:5 in test_stomp*"])
+        "TXN102 unprotected: models.Row  (6 report(s) in 3 test(s): test_app.py::test_stomp[[]1[]] and 2 more)",
+        "  write at *test_app.py:9 in request*",
+        "*txnsafety: outside any request (tests' own code, setUp): 1 place(s), 1 report(s); quiet*",
+        "TXN102 unprotected: models.Row  (1 test(s): test_app.py::test_own_code)",
+        "  write at *test_app.py:16 in test_own_code*"])
     import json
-    data = json.loads(out.read_text())
-    assert [d["test"] for d in data] == [f"test_app.py::test_stomp[{pk}]" for pk in (1, 2, 3)]
-    assert {d["code"] for d in data} == {"TXN102"}
+    requests, own = json.loads(out.read_text())
+    assert requests["tests"] == [f"test_app.py::test_stomp[{pk}]" for pk in (1, 2, 3)]
+    assert (requests["count"], requests["outside_request"], requests["code"]) == (6, False, "TXN102")
+    assert (own["count"], own["outside_request"], own["tests"]) == (1, True, ["test_app.py::test_own_code"])
+
+
+@pytest.mark.parametrize("args, fails", [((), False), ((CHECKED,), True)])
+def test_the_tests_own_code_is_quiet_unless_checked(inner, args, fails):
+    inner.makepyfile(test_app=REQUESTS)
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    result.assert_outcomes(passed=1 if fails else 2, failed=4 if fails else 3)
+    if not fails:   # only the requests' reports fail their tests; the test's own write is counted apart
+        result.stdout.fnmatch_lines([
+            "*txnsafety: outside any request (tests' own code, setUp): 1 place(s), 1 report(s); quiet*",
+            "txnsafety: --txnsafety-mode=report lists them"])
+    else:
+        result.stdout.fnmatch_lines(["FAILED test_app.py::test_own_code*"])
+
+
+def test_a_bad_outside_requests_value_is_a_usage_error(inner):
+    inner.makepyfile(test_app="def test_x():\n    pass\n")
+    result = inner.runpytest_subprocess("-p", "no:cacheprovider", "--txnsafety-outside-requests=loud")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*txnsafety_outside_requests = 'loud' is not one of quiet, check*"])
 
 
 @pytest.mark.parametrize("args, ini, env, message", [

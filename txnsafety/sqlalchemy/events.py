@@ -51,7 +51,8 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 
 from .. import checker
 from ..config import settings
-from ..context import Transaction, current_scope, current_state, new_transaction, request_of_locks
+from ..context import (Transaction, current_scope, current_state, new_transaction, request_of_locks,
+                       test_code_scope)
 from ..policies import Policy
 from ..report import StompingError
 from . import detached, reads
@@ -187,6 +188,14 @@ def _earlier_read(obj: Any, cls: type, state: Any) -> None:
     earlier = read_of(state)
     if earlier is None:
         return  # never loaded under a checker scope: created here, or unknown provenance
+    if earlier[0] is not None and test_code_scope(earlier[0]) is not None:
+        # Loaded by a test's own code through the Session this request shares with it (a test
+        # that pushes an app context, then calls the test client: Flask-SQLAlchemy's Session is
+        # the app context's).  No request shares a Session in production: the request's own
+        # query returned the object (an identity-map hit, no statement to note), in the
+        # Session's transaction of then; the test's read is not the request's.
+        checker.record_read(obj, model=cls, key=_key(state), transaction=earlier[2], site=None)
+        return
     checker.record_read(obj, model=cls, key=_key(state), transaction=None)
     scope = current_scope()
     if scope is not None:  # point the report at the original read, with the locks held then

@@ -122,10 +122,13 @@ class FunctionAnalyzer(FunctionState, StatementWalk, ReadFacts, AssignFacts, Cal
         if name_matches(name, v.transactions) and not self.foreign_name(name):
             if last in ("begin", "begin_nested") and call is None:
                 return None
-            retrying = name_matches(name, v.retrying)
-            is_ndb = last in ("transactional", "transaction", "run_in_transaction",
-                              "transactional_tasklet", "transaction_async") or \
-                name.startswith(("ndb.", "db."))
+            # the project's own wrapper (found by the wrapper search: it commits once) never
+            # retries, whatever framework's retrying runner shares its name
+            own = self.project_import(name) and not name_matches(name, self.mod.cfg.retrying_transactions)
+            retrying = name_matches(name, v.retrying) and not own
+            is_ndb = not own and (last in ("transactional", "transaction", "run_in_transaction",
+                                           "transactional_tasklet", "transaction_async") or
+                                  name.startswith(("ndb.", "db.")))
             fw = "ndb" if is_ndb else ("sqlalchemy" if last in ("begin", "begin_nested") else "django")
             serializable = (v.ndb_serializable if fw == "ndb" else not v.weak_isolation)
             session = None
@@ -146,13 +149,17 @@ class FunctionAnalyzer(FunctionState, StatementWalk, ReadFacts, AssignFacts, Cal
         """A bare name imported from a module of no framework (``from myapp.db import
         transactional``) that configuration does not name: the project's own function, not
         the framework's namesake (mailman's ``@transactional`` commits once, never retries)."""
-        if "." in name or name not in self.mod.info.imports:
-            return False
-        origin = self.mod.info.imports[name][0]
-        if any(origin == root or origin.startswith(root + ".") for root in IMPORT_ROOTS):
+        if not self.project_import(name):
             return False
         cfg = self.mod.cfg
         return not name_matches(name, {n for n in cfg.transactions | cfg.retrying_transactions if "." not in n})
+
+    def project_import(self, name: str) -> bool:
+        """A bare name imported from a module of no framework: the project's own."""
+        if "." in name or name not in self.mod.info.imports:
+            return False
+        origin = self.mod.info.imports[name][0]
+        return not any(origin == root or origin.startswith(root + ".") for root in IMPORT_ROOTS)
 
     # -- sessions made by factories (see sessions.py)
     def resolved_type(self, expr: cst.BaseExpression) -> Optional[str]:

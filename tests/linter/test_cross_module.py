@@ -157,3 +157,42 @@ def test_a_wrapper_of_a_wrapper_in_another_module_is_a_transaction(tmp_path, cap
     (pkg / "views.py").write_text(views.format(wrapper="open"))    # not a transaction
     assert main([str(tmp_path)]) == 1
     assert "views.py:7:" in capsys.readouterr().out
+
+
+def test_the_projects_own_commit_once_wrapper_never_retries(tmp_path, capsys):
+    """``@transactional`` of the project (a decorator that commits after the call, named
+    like App Engine's retrying runner) is a unit of work that runs once: a message queued
+    inside it is not sent again by a retry (no TXN107), as a configured retrying runner's is."""
+    pkg = tmp_path / "app"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "db.py").write_text(textwrap.dedent("""\
+        def transactional(function):
+            def wrapper(*args, **kwargs):
+                try:
+                    result = function(*args, **kwargs)
+                    store.commit()
+                    return result
+                except Exception:
+                    store.abort()
+                    raise
+            return wrapper
+        """))
+    (pkg / "runner.py").write_text(textwrap.dedent("""\
+        from .db import transactional
+        from .models import Message
+
+
+        @transactional
+        def deliver(store, msg_id):
+            message = store.query(Message).filter_by(id=msg_id).one()
+            message.hops = message.hops + 1
+            queue.enqueue(message)
+        """))
+    (tmp_path / "pyproject.toml").write_text('[tool.txnsafety]\nmin-severity = "low"\n')
+    main([str(tmp_path), "--no-cache", "--exit-zero"])
+    assert "TXN107" not in capsys.readouterr().out
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.txnsafety]\nmin-severity = "low"\nretrying_transactions = ["transactional"]\n')
+    main([str(tmp_path), "--no-cache", "--exit-zero"])
+    assert "runner.py:9:5: TXN107" in capsys.readouterr().out

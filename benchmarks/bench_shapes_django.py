@@ -42,8 +42,8 @@ from typing import Any, Callable
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import bench_django as dj  # noqa: E402  (configures Django: SQLite, or --postgres)
-from benchmarks import _pg  # noqa: E402
-from benchmarks._compare import Contender, add_options, compare, serve_untimed, start  # noqa: E402
+from benchmarks._compare import Contender, compare, serve_untimed, start  # noqa: E402
+from benchmarks._shape_args import shape_arguments  # noqa: E402
 
 from asgiref.sync import sync_to_async  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
@@ -199,19 +199,8 @@ def contenders(shape: Shape, sample_rate: float = SAMPLE_RATE) -> dict[str, Cont
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--per-round", type=int, default=3)
-    parser.add_argument("--only", action="append", choices=[shape.name for shape in SHAPES])
-    parser.add_argument("--loop", metavar="SHAPE:STATE", help="serve one contender --calls times, untimed")
-    parser.add_argument("--calls", type=int, default=100)
-    parser.add_argument("--list", action="store_true", help="name the contenders (SHAPE:STATE)")
-    parser.add_argument("--sample-rate", type=float, default=SAMPLE_RATE)
-    add_options(parser, processes=5)
-    _pg.add_option(parser)
-    args = parser.parse_args()
-    if args.list:
-        print("\n".join(f"{shape.name}:{state}" for shape in SHAPES for state in STATES))
+    args = shape_arguments(__doc__, [shape.name for shape in SHAPES], STATES, SAMPLE_RATE)
+    if args is None:
         return
     if not args.loop:
         start(args)

@@ -264,8 +264,9 @@ class CheckFacts:
         values = None
         if kind == ActKind.CREATE:
             values = insert_values(node)
-            if values is None and inserted_object(node) in self.new_object_values:
-                values = dict(self.new_object_values[inserted_object(node)])
+            built = inserted_object(node) if values is None else None
+            if built in self.new_object_values:
+                values = dict(self.new_object_values[built])
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
                   insert_keys(node) if kind == ActKind.CREATE else None, entity, values)
         self.emit(Acted(act.line, tuple(self.stack), act, node))

@@ -82,7 +82,7 @@ def confidence(check: Check, act: Act, params: set) -> Confidence:
     return Confidence.LOW if models & (params - {"self", "cls"}) else Confidence.HIGH
 
 
-def unique_key_settles(check: Check, act: Act, unique_keys: dict) -> bool:
+def unique_key_settles(check: Check, act: Act, unique_keys: "dict | _ModelKeys") -> bool:
     """A racing second insert fails on a unique key instead of making a duplicate.
 
     What counts is the check's own criterion: when the lookup's columns are known, a unique
@@ -133,7 +133,8 @@ def _key_fixed_by_check(check: Check, act: Act, declared: list) -> bool:
     return False
 
 
-def _computed_column_unique(check: Check, model: Optional[str], columns: frozenset, unique_keys: dict) -> bool:
+def _computed_column_unique(check: Check, model: Optional[str], columns: frozenset,
+                            unique_keys: "dict | _ModelKeys") -> bool:
     """An aggregate (``Max("number") + 1``) stored in a column a declared unique key covers
     (alone or with its scope: ``(tenant, number)``): two requests that compute the same number
     collide on the key instead of saving it twice, which is the fix the finding recommends."""
@@ -160,22 +161,23 @@ def _columns_from(act: Act, names: set) -> frozenset:
     return frozenset(c for c, origins in (act.values or {}).items() if origins & names)
 
 
-class _ModelKeys(dict):
+class _ModelKeys:
     """The project's unique keys, looked up under a model's imported name too
-    (``from .models import Dataset as CtlDataset``: the keys are ``Dataset``'s)."""
+    (``from .models import Dataset as CtlDataset``: the keys are ``Dataset``'s).  A view
+    over the project's table, not a copy: one is made at every act."""
 
     def __init__(self, keys: dict, imports: dict) -> None:
-        super().__init__(keys)
+        self.keys = keys
         self.imports = imports
 
     def get(self, model, default=None):
-        found = super().get(model)
+        found = self.keys.get(model)
         if found is None and model in self.imports:
-            found = super().get(self.imports[model][1])
+            found = self.keys.get(self.imports[model][1])
         return default if found is None else found
 
 
-def model_keys(fa: "FunctionState") -> dict:
+def model_keys(fa: "FunctionState") -> _ModelKeys:
     """:class:`_ModelKeys` for the function's module (its ``from ... import X as Y``)."""
     return _ModelKeys(fa.mod.cfg.unique_keys, fa.mod.info.imports)
 

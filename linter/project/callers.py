@@ -17,6 +17,12 @@ is quiet when
 
 One reference from application code keeps it reported: that is the caller that races.
 
+A **command-line command** (a function decorated ``@click.command()``, ``@cli.command()``,
+``@app.cli.command()``, ``@manager.command`` in a module that imports Click, Typer or
+Flask-Script) is quiet as a command wherever it lives, and so is what only commands call:
+an operator runs it by hand (the ``init-db``, ``recount``, ``sync`` commands of a Flask or
+CKAN site), as a Django management command is.
+
 A **job** is never quiet by its callers: a function in a ``tasks.py`` module (or a ``tasks/``
 package: Celery's, RQ's and Huey's convention) or decorated as a task (``@shared_task``,
 ``@app.task``, ``@periodic_task``, ``@db_periodic_task``, ``@job``, ``@actor``).  A worker or a
@@ -66,6 +72,30 @@ class Reference:
     caller: Optional[str]
 
 
+#: modules whose ``@x.command`` / ``@x.group`` decorators make command-line commands
+_CLI_LIBRARIES = frozenset({"click", "typer", "flask_script", "flask.cli", "asyncclick", "rich_click"})
+_CLI_DECORATORS = frozenset({"command", "group"})
+
+
+def _imports_cli(tree: ast.AST) -> bool:
+    for node in getattr(tree, "body", ()):
+        if isinstance(node, ast.Import) and any(a.name in _CLI_LIBRARIES for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module in _CLI_LIBRARIES:
+            return True
+    return False
+
+
+def _is_cli_command(fn: ast.AST) -> bool:
+    """``@click.command()``, ``@cli.command("x")``, ``@manager.command``: a decorator that is
+    an attribute named ``command`` or ``group`` (the module is known to import a CLI library)."""
+    for deco in getattr(fn, "decorator_list", ()):
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        if isinstance(target, ast.Attribute) and target.attr in _CLI_DECORATORS:
+            return True
+    return False
+
+
 def _is_migrate_receiver(fn: ast.AST) -> bool:
     for deco in getattr(fn, "decorator_list", ()):
         if isinstance(deco, ast.Call) and last_name(deco) == "receiver" and \
@@ -102,15 +132,20 @@ class CallGraph:
         self.migrate_receivers: set[tuple[str, str]] = set()
         #: jobs a worker or scheduler runs (never quiet by their callers)
         self.jobs: set[tuple[str, str]] = set()
+        #: command-line commands an operator runs by hand
+        self.commands: set[tuple[str, str]] = set()
         seen: list[tuple[str, str, Optional[str]]] = []
         connected: set[str] = set()         # ``post_migrate.connect(handler)``
         for path, tree in modules:
+            cli = _imports_cli(tree)
             for node, scope in _walk(tree):
                 if isinstance(node, _FUNCTIONS):
                     qualname = f"{scope}.{node.name}" if scope else node.name
                     self.definitions[node.name].append(Definition(path, qualname, node.name))
                     if _is_migrate_receiver(node):
                         self.migrate_receivers.add((path, qualname))
+                    if cli and _is_cli_command(node):
+                        self.commands.add((path, qualname))
                     if _is_job(path, node):
                         self.jobs.add((path, qualname))
                 elif isinstance(node, ast.Call) and last_name(node) == "connect" and \
@@ -137,6 +172,8 @@ def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, 
     found: dict[tuple[str, str], QuietGroup] = {
         key: QuietGroup.MIGRATIONS for key in graph.migrate_receivers
         if roles.get(key[0]) not in quiet_roles}
+    found.update((key, QuietGroup.COMMANDS) for key in graph.commands
+                 if roles.get(key[0]) not in quiet_roles and key not in graph.jobs)
 
     def group_of(ref: Reference) -> Optional[QuietGroup]:
         role = roles.get(ref.path)

@@ -279,7 +279,7 @@ def on_aggregate_stored(fa: "FunctionState", event: AggregateStored) -> None:
                 return      # the column is declared unique: a racing save fails instead of repeating it
             target = f"self.{event.target.attr.value}"
             fa.report(event.target, "TXN105", stored_aggregate_message(check, target, event.line),
-                      assessment=severity.of_check(check, None))
+                      assessment=severity.of_check(check, None, (event.target.attr.value,)))
             return
 
 

@@ -12,7 +12,15 @@ maintainer would fix it this week.  Two facts decide it, both read from what the
   count off by one) are *low*; anything else is *medium*.
 
 ``HIGH`` = shared and high harm; ``LOW`` = a statistic, an owned row whose loss is not high
-harm, or a get-or-create on an owned key; ``MEDIUM`` otherwise.  (The issue's first rule made
+harm, or a get-or-create on an owned key; ``MEDIUM`` otherwise.
+
+Owned is read from the row's model and from how it is found: a user model (``User``,
+``Profile``, ``UserSettings``) is its user's own whatever key reads it; a lookup comparing a
+user column (``filter(user=user)``, ``filter(id=chat_id, user_id=user_id)``) finds a row of one
+user; and a configuration row (a model named ``...Config``, ``...Settings``,
+``...Configuration``) is written by the few people who administer it, one screen at a time.
+Each of those needs one person (or one administrator) acting twice at once, the coincidence
+fresh projects' judges called weak, unless what is lost is high harm.  (The issue's first rule made
 an owned row's medium-harm field and a shared statistic ``MEDIUM``; on fresh projects the
 judges called most of those weak, races nobody would fix soon.)  A stomp inside one
 request (TXN103) needs no second request: it loses the write every time, so it is ``HIGH``.
@@ -36,6 +44,13 @@ _OWNER = re.compile(r"\b(?:request\.user|current_user|g\.user|request\.session|u
 _OWNED_NAMES = re.compile(r"^(?:request\.user|current_user|g\.user|self\.request\.user)$")
 #: models that are a user's own row when read as ``self`` or by the user's key
 _USER_MODELS = re.compile(r"(?:^|[a-z])(?:User|Profile|Preferences?|UserSettings|Account)$")
+#: ... and those that are, however they are read (an account may be another's payee: not here)
+_ALWAYS_OWNED = re.compile(r"(?:^|[a-z])(?:User|Profile|Preferences?|UserSettings)$")
+#: a lookup column naming the user a row belongs to
+_OWNER_COLUMN = re.compile(r"^(?:user|user_id|owner|owner_id|author|author_id|created_by|"
+                           r"created_by_id|account|account_id)$")
+#: configuration rows: written by the people who administer them, rarely twice at once
+_CONFIG_MODELS = re.compile(r"(?:Config|Configuration|Settings|Preferences)(?:Model|Entity)?$")
 
 #: fields whose loss costs: counters, money, stock, limits, tokens, state
 _HIGH_HARM = re.compile(
@@ -45,9 +60,12 @@ _HIGH_HARM = re.compile(
     r"assigned|redeemed|consumed|paid|approved|verified|confirmed)(?:_|$)")
 #: statistics: a count shown to people, off by one costs nothing
 _STATISTIC = re.compile(
-    r"(?:^|_)(?:views?|visits?|hits?|clicks?|impressions?|downloads?|reads?|likes|popularity|rank|"
-    r"score)(?:_|$)|(?:^|_)(?:view|visit|hit|click|post|topic|reply|replies|comment|like|vote|"
-    r"follower|member|message|download|read)s?_count$")
+    r"(?:^|_)(?:views?|visits?|hits?|clicks?|impressions?|downloads?|reads?|likes|votes|"
+    r"recommendations|popularity|rank|score)(?:_|$)|(?:^|_)(?:view|visit|hit|click|post|topic|"
+    r"reply|replies|comment|like|vote|follower|member|message|download|read)s?_count$")
+#: a denormalised count of children (``file_count``, ``num_members``): a statistic unless its
+#: name says it limits something (``uses_count``, ``seats_count`` are high harm)
+_CHILD_COUNT = re.compile(r"(?:^|_)(?:count|num)(?:_|$)|_count$")
 #: fields whose loss costs little: labels, timestamps, caches
 _LOW_HARM = re.compile(
     r"(?:^|_)(?:name|title|label|description|desc|text|note|notes|comment|bio|slug|tags?|color|"
@@ -61,6 +79,8 @@ def _attr_harm(attr: str) -> str:
         return "statistic"
     if _HIGH_HARM.search(lower):
         return "high"
+    if _CHILD_COUNT.search(lower):
+        return "statistic"
     return "low" if _LOW_HARM.search(lower) else "medium"
 
 
@@ -73,8 +93,16 @@ def _owned_entity(ent: Optional[Entity]) -> Optional[str]:
     key = ent.key or ""
     if ent.source in ("get", "loop", "call") and _OWNER.search(key):
         return f"`{ent.name}` is read by its user"
-    if ent.source == "self" and ent.model and _USER_MODELS.search(ent.model):
+    if ent.model and (_ALWAYS_OWNED.search(ent.model) or ent.source == "self" and _USER_MODELS.search(ent.model)):
         return f"`{ent.model}` is a user's own row"
+    if ent.lookup and any(_OWNER_COLUMN.match(c) for c in ent.lookup):
+        return f"`{ent.name}` is found by its user"
+    return _configuration(ent.model)
+
+
+def _configuration(model: Optional[str]) -> Optional[str]:
+    if model and _CONFIG_MODELS.search(model):
+        return f"`{model}` is configuration its administrators write"
     return None
 
 
@@ -120,20 +148,33 @@ def of_write(ent: Entity, changes: Iterable[Mutation]) -> Assessment:
     return _combine(_owned_entity(ent), _shared_why(ent.model), harm, why)
 
 
-def of_check(check: Check, act: Optional[Act]) -> Assessment:
-    """A check-then-act (TXN105): a limit or a count is high harm (a limit exceeded, a number
-    given twice); a duplicate row is medium; on an owned key it is low (one user's double
-    submit makes their own duplicate)."""
-    model = (act.model if act is not None else None) or (min(check.models) if check.models else None)
-    owned = None
+def _check_owned(check: Check, model: Optional[str]) -> Optional[str]:
     if check.subject is not None:
         owned = _owned_entity(check.subject)
+        if owned:
+            return owned
     elif check.keys and any(_OWNER.search(k) for k in check.keys) or _OWNER.search(check.what or ""):
-        owned = "the check is keyed by the request's own user"
+        return "the check is keyed by the request's own user"
+    if check.lookup and any(_OWNER_COLUMN.match(c) for c in check.lookup):
+        return "the lookup is keyed by a user"
+    return _configuration(model)
+
+
+def of_check(check: Check, act: Optional[Act], stored: Iterable[str] = ()) -> Assessment:
+    """A check-then-act (TXN105): a limit or a count is high harm (a limit exceeded, a number
+    given twice); a duplicate row is medium; on an owned key it is low (one user's double
+    submit makes their own duplicate).  An aggregate stored into a statistic (a forum's
+    ``topic_count`` recounted) is a statistic: ``stored`` names the columns it went to."""
+    model = (act.model if act is not None else None) or (min(check.models) if check.models else None)
+    owned = _check_owned(check, model)
     if check.kind in (CheckKind.COUNT, CheckKind.LIMIT):
         return _combine(owned, _shared_why(model), "high", "a count or limit checked")
     if check.kind is CheckKind.AGGREGATE:
-        return _combine(owned, _shared_why(model), "high", "a number computed from the table")
+        stored = tuple(stored) or tuple(sorted(act.columns)) if act is not None and act.columns else tuple(stored)
+        harm, why = _field_harm(stored, False) if stored else ("", "")
+        if harm != "statistic":
+            harm, why = "high", "a number computed from the table"
+        return _combine(owned, _shared_why(model), harm, why)
     if owned:
         return Assessment(Severity.LOW, f"owned: {owned}; a get-or-create on the user's own key")
     return _combine(None, _shared_why(model), "medium", "a duplicate row")

@@ -5,7 +5,8 @@ factories, migrations and one-off scripts (``setup.py``, ``docs/conf.py``, ``man
 a top-level ``scripts/`` folder, ``examples/``) run alone, so findings in them are noise on a first run:
 they are counted and left out unless asked for (``--include-tests``,
 ``--include-migrations``, ``--include-scripts``).  Django management commands and other
-CLI commands (``__main__.py``) are left out too (``--include-commands``): measured on real
+CLI commands (``__main__.py``, a ``cli.py`` module or a ``cli/`` package, where Click, Typer
+and Flask keep their commands) are left out too (``--include-commands``): measured on real
 projects, what they held were imports and setup steps run once by hand.  A command that
 cron runs beside requests races like a view: show it with ``per-file-roles`` (role
 ``app``) or ``include-commands``.
@@ -73,7 +74,7 @@ _PATTERNS: tuple[tuple[FileRole, tuple[str, ...]], ...] = (
     (FileRole.SCRIPT, ("/setup.py", "/manage.py", "/noxfile.py", "/fabfile.py", "/conf.py",
                        "docs/conf.py", "doc/conf.py", "/scripts/", "examples/", "example/",
                        "/.github/", "/.gitlab/", "/.circleci/")),       # CI-only code
-    (FileRole.COMMAND, ("**/management/commands/", "__main__.py")),
+    (FileRole.COMMAND, ("**/management/commands/", "__main__.py", "cli.py", "cli/")),
 )
 
 

@@ -99,6 +99,45 @@ def test_called_only_by_a_post_migrate_receiver_is_quiet_as_migrations(tmp_path,
     assert out == ["1 finding not shown: 1 in migrations (--include-migrations to show them)"]
 
 
+@pytest.mark.parametrize("decorator", ["@click.command()", "@shop.command(\"seed\")", "@app.cli.command()"])
+def test_a_click_command_and_what_only_it_calls_are_quiet_as_commands(tmp_path, capsys, monkeypatch, decorator):
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/api.py", SEED)
+    write(tmp_path, "cms/admin_tools.py", f"""\
+        import click
+
+        from cms.api import Page, seed_page
+
+        shop = app = None
+
+
+        {decorator}
+        def seed_defaults():
+            seed_page("home")
+            if not Page.objects.filter(slug="about").exists():
+                Page.objects.create(slug="about")
+        """)
+    out = run(tmp_path, capsys, monkeypatch)
+    assert out == ["2 findings not shown: 2 in commands (--include-commands to show them)"]
+
+
+def test_a_command_decorator_in_a_module_without_a_cli_library_is_not_a_command(tmp_path, capsys, monkeypatch):
+    # ``@bot.command()`` of a chat bot runs per message, beside every other message
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/api.py", SEED)
+    write(tmp_path, "cms/bot.py", """\
+        from cms.api import seed_page
+
+        bot = None
+
+
+        @bot.command()
+        def seed(ctx):
+            seed_page(ctx.slug)
+        """)
+    assert any(line.startswith("cms/api.py:") for line in run(tmp_path, capsys, monkeypatch))
+
+
 def test_through_a_chain_of_quiet_callers(project, capsys, monkeypatch):
     write(project, "cms/setup_data.py", """\
         from cms.api import seed_page

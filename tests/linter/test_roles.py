@@ -36,6 +36,9 @@ from txnsafety_lint.selection.roles import QUIET, FileRole, QuietGroup, classify
     ("shop/setup.py", FileRole.APP),
     ("shop/management/commands/close_accounts.py", FileRole.COMMAND),
     ("shop/__main__.py", FileRole.COMMAND),
+    ("shop/cli.py", FileRole.COMMAND),                    # Click / Flask commands
+    ("ckanext/tracking/cli/tracking.py", FileRole.COMMAND),
+    ("shop/client.py", FileRole.APP),
     ("shop/tests/migrations/test_0002.py", FileRole.TEST),
     ("./shop/tests.py", FileRole.TEST),
     ("shop\\migrations\\0001_initial.py", FileRole.MIGRATION),

@@ -62,11 +62,61 @@ CASES = {
         """, "TXN105", Severity.HIGH, ("shared", "count or limit")),
 }
 
+#: shapes fresh projects' judges called weak: one user's (or one administrator's) two writes at
+#: once, a count shown to people (kept out of the command-line cases below, which count)
+WEAK = {
+    "a row found by a user column": ("""\
+        async def set_notion(token, user):
+            config = await Cart.objects.filter(user=user).afirst()
+            if not config:
+                await Cart.objects.acreate(token=token, user=user)
+        """, "TXN105", Severity.LOW, ("owned", "keyed by a user")),
+    "a row found by id and user id": ("""\
+        def pin(chat_id, user_id):
+            post = Post.objects.get(id=chat_id, user_id=user_id)
+            post.pinned = not post.pinned
+            post.save()
+        """, "TXN102", Severity.LOW, ("owned", "by its user")),
+    "a user row by its id": ("""\
+        def set_settings(pk, patch):
+            member = User.objects.get(pk=pk)
+            member.settings = {**member.settings, **patch}
+            member.save()
+        """, "TXN102", Severity.LOW, ("owned", "`User`")),
+    "a configuration row": ("""\
+        def patch_config(patch):
+            config = ApplicationConfig.objects.get(pk=1)
+            config.api_set = {**config.api_set, **patch}
+            config.save()
+        """, "TXN102", Severity.LOW, ("owned", "configuration")),
+    "a configuration row's limit stays medium": ("""\
+        def use_seat(pk):
+            config = ApplicationConfig.objects.get(pk=pk)
+            config.seats -= 1
+            config.save()
+        """, "TXN106", Severity.MEDIUM, ("owned", "`seats`")),
+    "a count of children": ("""\
+        def add_file(pk):
+            post = Post.objects.get(pk=pk)
+            post.file_count += 1
+            post.save()
+        """, "TXN106", Severity.LOW, ("shared", "statistic")),
+    "a recount stored in a statistic": ("""\
+        class Forum(db.Model):
+            def recount(self):
+                topic_count = Post.query.filter(Post.forum_id == self.id).count()
+                self.topic_count = topic_count
+                db.session.commit()
+        """, "TXN105", Severity.LOW, ("statistic", "`topic_count`")),
+}
+WEAK_HEAD = HEAD.replace("from shop.models import", "from shop.db import db\n"
+                         "from shop.models import ApplicationConfig, User,")
 
-@pytest.mark.parametrize("case", sorted(CASES))
+
+@pytest.mark.parametrize("case", sorted(CASES) + sorted(WEAK))
 def test_each_shape_gets_its_severity_and_says_why(case):
-    body, code, severity, words = CASES[case]
-    found = [f for f in analyze_source(HEAD + textwrap.dedent(body)) if f.code == code]
+    body, code, severity, words = CASES[case] if case in CASES else WEAK[case]
+    found = [f for f in analyze_source(WEAK_HEAD + textwrap.dedent(body)) if f.code == code]
     assert len(found) == 1, found
     assert found[0].severity is severity, found[0].severity_reason
     for word in words:

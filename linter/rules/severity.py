@@ -176,7 +176,8 @@ def of_check(check: Check, act: Optional[Act], stored: Iterable[str] = ()) -> As
             harm, why = "high", "a number computed from the table"
         return _combine(owned, _shared_why(model), harm, why)
     if owned:
-        return Assessment(Severity.LOW, f"owned: {owned}; a get-or-create on the user's own key")
+        what = "configuration" if "configuration" in owned else "the user's own key"
+        return Assessment(Severity.LOW, f"owned: {owned}; a get-or-create on {what}")
     return _combine(None, _shared_why(model), "medium", "a duplicate row")
 
 

@@ -53,13 +53,13 @@ OVERRIDDEN = textwrap.dedent("""\
         tally.save()
     """)
 UNFIXABLE = textwrap.dedent("""\
-    from shop.models import Profile
+    from shop.models import Shop
 
 
     def sign(pk, who):
-        profile = Profile.objects.get(pk=pk)
-        profile.bio = profile.bio + f"-- {who}"
-        profile.save()
+        shop = Shop.objects.get(pk=pk)
+        shop.bio = shop.bio + f"-- {who}"
+        shop.save()
     """)
 
 

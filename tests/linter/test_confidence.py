@@ -152,3 +152,43 @@ def test_a_check_then_insert_of_a_class_the_caller_passes_is_low():
     from txnsafety_lint.analysis import analyze_source
     got = {(f.line, f.code, f.confidence.label) for f in analyze_source(GENERIC)}
     assert got == {(8, "TXN105", "low"), (15, "TXN105", "high")}
+
+
+CALLEE_INSERTS = textwrap.dedent("""\
+    from django.contrib.auth import get_user_model
+
+    from shop.models import Group, Placeholder, Visit
+
+
+    def _add_placeholder(page, slot):
+        placeholder = Placeholder(page=page, slot=slot)
+        placeholder.save()
+
+
+    def _create_group(name):
+        group = Group(name=name)
+        group.save()
+
+
+    def render(page, slot):
+        if not Placeholder.objects.filter(page=page, slot=slot).exists():
+            _add_placeholder(page, slot)
+        Visit.objects.filter(page=page).update(seen=True)
+
+
+    def login(email, group_name):
+        if not get_user_model().objects.filter(email=email).exists():
+            _create_group(email)
+        Visit.objects.filter(email=email).update(seen=True)
+    """)
+
+
+def test_a_callee_inserting_another_table_than_the_check_looked_up_is_low(tmp_path, capsys):
+    (tmp_path / "views.py").write_text(CALLEE_INSERTS)
+    main(["--format", "json", "--exit-zero", "--no-cache", "--min-confidence", "low", str(tmp_path / "views.py")])
+    found = {f["function"]: f["confidence"] for f in json.loads(capsys.readouterr().out) if f["code"] == "TXN105"}
+    # the miss on Placeholder, then a helper creating the Placeholder: the check guards it
+    assert found["render"] == "high"
+    # a user (of a model the source does not name) looked up, then a helper creating a
+    # group from the same value: nothing says the check guards the group's insert
+    assert found["login"] == "low"

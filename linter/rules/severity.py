@@ -57,15 +57,13 @@ _HIGH_HARM = re.compile(
     r"(?:^|_)(?:balance|amount|credits?|points|stock|quantity|qty|inventory|quota|limits?|remaining|"
     r"uses|used|usage|attempts|failures|failed|tries|retries|seats|slots|capacity|reserved|sold|"
     r"price|funds|tokens?|otp|nonce|last_t|counter|sequence|status|state|locked|claimed|"
-    r"assigned|redeemed|consumed|paid|approved|verified|confirmed)(?:_|$)")
+    r"assigned|allocated|redeemed|consumed|paid|approved|verified|confirmed)(?:_|$)")
 #: statistics: a count shown to people, off by one costs nothing
 _STATISTIC = re.compile(
     r"(?:^|_)(?:views?|visits?|hits?|clicks?|impressions?|downloads?|reads?|likes|votes|"
     r"recommendations|popularity|rank|score)(?:_|$)|(?:^|_)(?:view|visit|hit|click|post|topic|"
     r"reply|replies|comment|like|vote|follower|member|message|download|read)s?_count$")
-#: a denormalised count of children (``file_count``, ``num_members``): a statistic unless its
-#: name says it limits something (``uses_count``, ``seats_count`` are high harm)
-_CHILD_COUNT = re.compile(r"(?:^|_)(?:count|num)(?:_|$)|_count$")
+
 #: fields whose loss costs little: labels, timestamps, caches
 _LOW_HARM = re.compile(
     r"(?:^|_)(?:name|title|label|description|desc|text|note|notes|comment|bio|slug|tags?|color|"
@@ -79,8 +77,6 @@ def _attr_harm(attr: str) -> str:
         return "statistic"
     if _HIGH_HARM.search(lower):
         return "high"
-    if _CHILD_COUNT.search(lower):
-        return "statistic"
     return "low" if _LOW_HARM.search(lower) else "medium"
 
 

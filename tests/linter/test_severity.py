@@ -95,12 +95,12 @@ WEAK = {
             config.seats -= 1
             config.save()
         """, "TXN106", Severity.MEDIUM, ("owned", "`seats`")),
-    "a count of children": ("""\
-        def add_file(pk):
+    "a count of children stays high": ("""\
+        def add_backup(pk):
             post = Post.objects.get(pk=pk)
-            post.file_count += 1
+            post.num_dependent_backups += 1
             post.save()
-        """, "TXN106", Severity.LOW, ("shared", "statistic")),
+        """, "TXN106", Severity.HIGH, ("shared", "a counter")),
     "a recount stored in a statistic": ("""\
         class Forum(db.Model):
             def recount(self):

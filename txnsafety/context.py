@@ -284,6 +284,12 @@ _unchecked: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar
     "txnsafety_unchecked_scope", default=None)
 
 
+#: ``left_out_scope() -> the scope of the request the sample left out, or None`` (in a checked
+#: request, or outside any: None).  The context variable's own ``get``, bound once: an
+#: integration's per-transaction hook asks it with no Python frame.
+left_out_scope: Callable[[], RequestScope | None] = _unchecked.get
+
+
 def request_of_locks() -> RequestScope | None:
     """The request a lock belongs to: the checked one, or one the checker left out."""
     scope, _, _ = _state.get()

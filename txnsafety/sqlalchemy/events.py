@@ -51,7 +51,7 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 
 from .. import checker
 from ..config import settings
-from ..context import (Transaction, current_scope, current_state, new_transaction, request_of_locks,
+from ..context import (Transaction, current_scope, current_state, left_out_scope, new_transaction,
                        test_code_scope)
 from ..policies import Policy, cached_policy
 from ..report import StompingError
@@ -160,7 +160,7 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
     if not settings.enabled:
         session.info.pop(INFO_KEY, None)
         return
-    if current_state()[0] is None and request_of_locks() is not None:
+    if current_state()[0] is None and left_out_scope() is not None:
         return  # a request the sample leaves out runs as if the checker were off (its notes stay)
     state = session.info.get(INFO_KEY)
     if state is None:

@@ -332,7 +332,7 @@ def open_scope(scope: RequestScope) -> ScopeToken:
 def close_scope(scope: RequestScope, token: ScopeToken | UncheckedToken | None = None) -> None:
     """Close ``scope`` and restore what was current before it."""
     scope.close()
-    if type(token) is UncheckedToken:
+    if isinstance(token, UncheckedToken):
         try:
             _state.reset(token.state)
         except ValueError:  # closed from another context: put back what it replaced

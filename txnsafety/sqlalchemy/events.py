@@ -303,9 +303,21 @@ def _judge_update(state: Any, scope: Any) -> None:
 _WRITE_DEPTH = 3
 
 
-@checker.guarded
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
+    """``MapperEvents.after_insert`` (raw), guarded as :func:`_before_update` is: an insert
+    with no checked request (left out by the sample, the checker off) returns here."""
     scope = current_state()[0]
+    if scope is None or not settings.enabled:
+        return
+    try:
+        _judge_insert(scope, state)
+    except StompingError:
+        raise
+    except Exception:
+        checker.log.exception("txnsafety: internal error in %s (the request goes on)", "_after_insert")
+
+
+def _judge_insert(scope: Any, state: Any) -> None:
     checked = _checked_write(scope, state)
     if checked is not None:
         session_state, cls, policy = checked

@@ -194,6 +194,16 @@ class RequestScope:
     def priority(self, value: Priority) -> None:
         self._priority = value
 
+    def close_cleanups(self) -> None:
+        """Run the cleanups registered so far, last first, and forget them.  Never raises."""
+        with self._lock:
+            cleanups, self._cleanups = self._cleanups, []
+        for fn in reversed(cleanups):
+            try:
+                fn()
+            except Exception:  # a cleanup must not break the request
+                log.exception("txnsafety: cleanup failed at end of request %s", self.id)
+
     def tick(self) -> int:
         """A per-request logical clock: orders reads and writes across hops."""
         now = self.last = next(self._clock)
@@ -214,17 +224,36 @@ class RequestScope:
     def close(self) -> None:
         """Run cleanups (last first) and drop all state.  Never raises."""
         if self._cleanups:  # most requests register none: skip the lock
-            with self._lock:
-                cleanups, self._cleanups = self._cleanups, []
-            for fn in reversed(cleanups):
-                try:
-                    fn()
-                except Exception:  # a cleanup must not break the request
-                    log.exception("txnsafety: cleanup failed at end of request %s", self.id)
+            self.close_cleanups()
         self.stamps.clear()
         self.writes.clear()
         self.reported.clear()
         self.lookups = self.locked_roots = self.shared_read = None
+
+
+class LeftOutScope(RequestScope):
+    """The scope of a request the sample leaves out (``sample_rate``): what its locks use of
+    it (name, priority, id, cleanups) and nothing else.
+
+    The checker never sees it (:func:`current_scope` is None there: see
+    :func:`open_unchecked_scope`), so it keeps no stamps, writes or reports: nine requests in
+    ten at ``sample_rate`` 0.1 are left out, and the containers a checked scope starts
+    with (six objects) and their clearing at the end were most of what opening and closing
+    one cost.  Only a lock reads it (:func:`request_of_locks`).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, name: str, priority: Priority | Callable[[], Priority]) -> None:
+        self.name = name
+        self._priority = priority
+        self._id = next(_request_ids)
+        self._cleanups = []
+
+    def close(self) -> None:
+        """Run cleanups (last first: a lock still held is released).  Never raises."""
+        if self._cleanups:
+            self.close_cleanups()
 
 
 #: What one context sees: ``(request scope, transaction stack, leases held)``.  One
@@ -255,18 +284,30 @@ _unchecked: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar
     "txnsafety_unchecked_scope", default=None)
 
 
+#: ``left_out_scope() -> the scope of the request the sample left out, or None`` (in a checked
+#: request, or outside any: None).  The context variable's own ``get``, bound once: an
+#: integration's per-transaction hook asks it with no Python frame.
+left_out_scope: Callable[[], RequestScope | None] = _unchecked.get
+
+
 def request_of_locks() -> RequestScope | None:
     """The request a lock belongs to: the checked one, or one the checker left out."""
     scope, _, _ = _state.get()
     return scope if scope is not None else _unchecked.get()
 
 
-@dataclass(frozen=True)
 class UncheckedToken:
-    """What :func:`open_unchecked_scope` replaced, for :func:`close_scope`."""
+    """What :func:`open_unchecked_scope` replaced, for :func:`close_scope` (never changed).
 
-    state: contextvars.Token
-    unchecked: contextvars.Token
+    A plain class with slots, not a frozen dataclass: one is made for every request the
+    sample leaves out, and a frozen dataclass sets each field through ``object.__setattr__``.
+    """
+
+    __slots__ = ("state", "unchecked")
+
+    def __init__(self, state: contextvars.Token, unchecked: contextvars.Token) -> None:
+        self.state = state
+        self.unchecked = unchecked
 
 
 def open_unchecked_scope(scope: RequestScope) -> UncheckedToken:
@@ -292,11 +333,14 @@ def close_scope(scope: RequestScope, token: ScopeToken | UncheckedToken | None =
     """Close ``scope`` and restore what was current before it."""
     scope.close()
     if isinstance(token, UncheckedToken):
-        for var, old in ((_state, token.state), (_unchecked, token.unchecked)):
-            try:
-                var.reset(old)
-            except ValueError:  # closed from another context: put back what it replaced
-                var.set(_EMPTY if var is _state else None)
+        try:
+            _state.reset(token.state)
+        except ValueError:  # closed from another context: put back what it replaced
+            _state.set(_EMPTY)
+        try:
+            _unchecked.reset(token.unchecked)
+        except ValueError:
+            _unchecked.set(None)
         return
     if token is not None:
         try:

@@ -13,7 +13,8 @@ from contextvars import ContextVar, Token
 from typing import Callable, Mapping, TypeVar
 
 from .config import settings
-from .context import Priority, RequestScope, UncheckedToken, close_scope, open_scope, open_unchecked_scope
+from .context import (LeftOutScope, Priority, RequestScope, UncheckedToken, close_scope, open_scope,
+                      open_unchecked_scope)
 
 log = logging.getLogger("txnsafety")
 
@@ -44,12 +45,13 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
             priority = functools.partial(decide_priority, path, headers)
         else:  # the application's own rule runs now, as it always has (its errors included)
             priority = decide_priority(path, headers)
-        scope = RequestScope(name=f"{method} {path}", priority=priority)
         # sample_rate, inline (every request); a sampler's answer when one is set (rate_for reads it again:
         # another thread may have removed it since)
         rate = settings.sample_rate if settings.sampler is None else settings.rate_for(method, path, headers)
-        if rate < 1.0 and _draw() >= rate:
-            return scope, open_unchecked_scope(scope)
+        if rate < 1.0 and _draw() >= rate:  # left out: a scope for its locks only
+            left_out = LeftOutScope(f"{method} {path}", priority)
+            return left_out, open_unchecked_scope(left_out)
+        scope = RequestScope(name=f"{method} {path}", priority=priority)
         return scope, open_scope(scope)
     except Exception:
         log.exception("txnsafety: could not open a scope for this request; it runs unchecked")

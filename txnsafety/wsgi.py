@@ -11,6 +11,7 @@ the request (a test after Flask's ``client.post()``).
 from __future__ import annotations
 
 import logging
+import types
 from typing import Any, Callable, Iterable, Iterator
 
 from webob import Request
@@ -107,16 +108,22 @@ def _is_streamed(body: Iterable[bytes]) -> bool:
     """
     if isinstance(body, (list, tuple)):
         return False
-    if type(body).__module__.split(".", 1)[0] != "werkzeug":
+    module = type(body).__module__
+    if not module.startswith("werkzeug.") and module != "werkzeug":
         return True
     try:
         for callback in getattr(body, "_callbacks", ()):
             response = getattr(callback, "__self__", None)
+            if type(response) is _Generator:
+                continue  # the body's own close (Werkzeug's iter_encoded()): asked of every Flask response
             if getattr(callback, "__name__", "") == "close" and hasattr(response, "is_streamed"):
                 return bool(response.is_streamed or getattr(response, "_on_close", True))
     except Exception:
         log.exception("txnsafety: could not tell whether a Werkzeug response streams; treating it as streamed")
     return True
+
+
+_Generator = types.GeneratorType
 
 
 class _ClosingBody:

@@ -26,7 +26,7 @@ from fixtures.wsgi_asgi import points
 from fixtures.http_servers import asgi_server, concurrently, get_json, wsgi_server
 from txnsafety.asgi import TxnSafetyASGIMiddleware
 from txnsafety.config import ConfigurationError, settings
-from txnsafety.context import current_scope
+from txnsafety.context import current_scope, request_of_locks
 from txnsafety.locks import user_write_lock
 from txnsafety.wsgi import TxnSafetyMiddleware
 
@@ -128,6 +128,32 @@ def test_a_request_left_out_keeps_its_locks_priority_and_their_release_at_its_en
     assert not lease.is_live(), "the request's end released the lock it still held"
     with user_write_lock("sampling-/tasks/nightly", wait_timeout=1):
         pass
+
+
+def test_a_request_left_out_has_a_scope_of_its_own_for_locks_whose_cleanups_all_run_at_its_end(sample_rate, caplog):
+    """The left-out request's scope (what its locks see) is the request's, not the test's around
+    it; it keeps nothing for the checker, and closing it runs every cleanup, one failing or not."""
+    seen, ran = [], []
+
+    def inner(environ, start_response):
+        scope = request_of_locks()
+        seen.append((current_scope(), scope, scope.name))
+        scope.add_cleanup(lambda: ran.append("first"))
+        scope.add_cleanup(lambda: 1 / 0)                  # logged, the others still run
+        scope.add_cleanup(lambda: ran.append("last"))
+        start_response("200 OK", [])
+        return [b""]
+
+    sample_rate(0.0)
+    outside = current_scope()
+    with caplog.at_level(logging.ERROR, logger="txnsafety"):
+        list(Request.blank("/orders/7").call_application(TxnSafetyMiddleware(inner))[2])
+    (checked_scope, scope, name), = seen
+    assert checked_scope is None and scope is not outside and name == "GET /orders/7"
+    assert not hasattr(scope, "stamps"), "the checker never sees a left-out request: it keeps nothing for it"
+    assert ran == ["last", "first"]                       # last registered first, as a checked scope's
+    assert "cleanup failed" in caplog.text
+    assert request_of_locks() is outside and current_scope() is outside
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "0.5", True, float("nan")])

@@ -26,10 +26,12 @@ def _detach_states(cls: Any, states: Any, session: Any, to_transient: bool = Fal
             _keep_reads(states, session_state.reads)
         except Exception:
             log.exception("txnsafety: internal error while keeping the reads of detached objects")
-    return _original_detach.__func__(cls, states, session, to_transient)
+    return _detach(cls, states, session, to_transient)
 
 
 _original_detach = InstanceState.__dict__["_detach_states"]
+#: The classmethod's function, taken out once: every Session close passes here.
+_detach = _original_detach.__func__
 
 
 def _keep_reads(states: list[Any], reads: dict[int, tuple[Any, ...]]) -> None:

@@ -51,9 +51,9 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 
 from .. import checker
 from ..config import settings
-from ..context import (Transaction, current_scope, current_state, new_transaction, request_of_locks,
+from ..context import (Transaction, current_scope, current_state, left_out_scope, new_transaction,
                        test_code_scope)
-from ..policies import Policy
+from ..policies import Policy, cached_policy
 from ..report import StompingError
 from . import detached, reads
 from .changes import changed_columns, from_read
@@ -160,7 +160,7 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
     if not settings.enabled:
         session.info.pop(INFO_KEY, None)
         return
-    if current_state()[0] is None and request_of_locks() is not None:
+    if current_state()[0] is None and left_out_scope() is not None:
         return  # a request the sample leaves out runs as if the checker were off (its notes stay)
     state = session.info.get(INFO_KEY)
     if state is None:
@@ -233,27 +233,31 @@ def _before_update(mapper: Any, connection: Any, state: Any) -> None:
     """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE.
 
     Guarded like :func:`txnsafety.checker.guarded`, written out: it runs for every
-    flushed object, and the decorator's wrapper is one more call each time.
+    flushed object, and the decorator's wrapper is one more call each time.  A flush
+    with no checked request (one the sample leaves out, the checker off) returns here,
+    before any call of its own.
     """
+    scope = current_state()[0]
+    if scope is None or not settings.enabled:
+        return
     try:
-        _judge_update(state)
+        _judge_update(state, scope)
     except StompingError:
         raise
     except Exception:
         checker.log.exception("txnsafety: internal error in %s (the request goes on)", "_before_update")
 
 
-def _judge_update(state: Any) -> None:
-    scope = current_state()[0]
-    if scope is None or not settings.enabled:
-        return
+def _judge_update(state: Any, scope: Any) -> None:
     committed = state.committed_state  # private (pinned): the attributes set since the load
     if not committed:
         return  # dirty through a relationship only: no UPDATE of this row's columns
     cls = state.class_
-    policy = checker.write_policy(cls)
-    if policy is None:
-        return
+    policy = cached_policy(cls)  # checker.write_policy's look-up, inline (no call once cached)
+    if policy is None:  # not asked yet, no policy, or strict mode's default
+        policy = checker.write_policy(cls)
+        if policy is None:
+            return
     session = state.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
     if session_state is None:
@@ -299,9 +303,21 @@ def _judge_update(state: Any) -> None:
 _WRITE_DEPTH = 3
 
 
-@checker.guarded
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
+    """``MapperEvents.after_insert`` (raw), guarded as :func:`_before_update` is: an insert
+    with no checked request (left out by the sample, the checker off) returns here."""
     scope = current_state()[0]
+    if scope is None or not settings.enabled:
+        return
+    try:
+        _judge_insert(scope, state)
+    except StompingError:
+        raise
+    except Exception:
+        checker.log.exception("txnsafety: internal error in %s (the request goes on)", "_after_insert")
+
+
+def _judge_insert(scope: Any, state: Any) -> None:
     checked = _checked_write(scope, state)
     if checked is not None:
         session_state, cls, policy = checked

@@ -84,6 +84,15 @@ prove() {  # project pristine-dir run-suite-function: the suite before, after --
         echo "  --fix ($mode): $fixed finding(s) fixed; $(echo "$verdict" | sed -n '2s/^[^:]*: //p');" \
             "$(echo "$verdict" | tail -n 1)"
     done
+    [ -s "$WORK/$name-unsafe.diff" ] || return 0
+    # a green suite proves something only if it runs the fixed code: with a raise after each
+    # locked read the fixes wrote, tests must fail
+    rm -rf "$WORK/$name-probe" && cp -r "$WORK/$name-unsafe" "$WORK/$name-probe"
+    grep '^+++ ' "$WORK/$name-unsafe.diff" | awk '{print $2}' | sed "s#^$WORK/$name-unsafe/#$WORK/$name-probe/#" \
+        | xargs python3 "$HERE/fix_probe.py" > /dev/null || { echo "  probe: no locked read to probe"; return 0; }
+    (cd "$WORK/$name-probe" && $run) > "$WORK/$name-probe.txt" 2>&1 || true
+    echo "  fixed code run by the suite: with a raise after each locked read the fix wrote," \
+        "$(python3 "$HERE/fix_suite_outcomes.py" "$WORK/$name-probe.txt" | sed 's/^[^:]*: //')"
 }
 
 django_axes() {  # 5.19.0: its tests/ in the sdist, pytest-django, SQLite

@@ -72,3 +72,26 @@ def test_an_output_with_no_result_line_proves_nothing(tmp_path):
     broken.write_text("ImportError: No module named 'django'\n")
     assert outcome(broken.read_text()) is None
     assert main([str(broken)]) == 1
+
+
+def test_the_probe_raises_after_each_locked_read_and_only_there(tmp_path):
+    from fix_probe import main as probe
+    fixed = tmp_path / "models.py"
+    fixed.write_text(textwrap.dedent("""\
+        def lookup(self):
+            with transaction.atomic():
+                a = SocialAccount.objects.select_for_update().get(provider=p,
+                                              uid=u)
+                a.save()
+            b = Other.objects.get(pk=1)
+        """))
+    plain = tmp_path / "plain.py"
+    plain.write_text("x = Other.objects.get(pk=1)\n")
+    assert probe([str(fixed), str(plain)]) == 0
+    assert fixed.read_text().splitlines()[3:6] == [
+        "                                      uid=u)",
+        '        raise RuntimeError("txnsafety fix probe")',
+        "        a.save()"]
+    assert fixed.read_text().count("probe") == 1
+    assert plain.read_text() == "x = Other.objects.get(pk=1)\n"
+    assert probe([str(plain)]) == 1

@@ -127,7 +127,10 @@ def _django(src: FileSource, obj: str, read: Located, assign: cst.Assign,
         tree = _move_into(src, obj, read, write, new_read)
         how = "move the read into the transaction that writes it, locked (`select_for_update()`)"
         holding = _holding(src, read, write)
-        if tree is None and holding is not None:
+        # a row handed on inside the wrapped statement may reach code that writes it on
+        # another connection (a thread, a task): that would wait for the lock held here
+        if tree is None and holding is not None \
+                and not uses_of(obj, read.block.body[read.index + 1:holding + 1]).bare:
             tree = _wrap(src, read, holding, new_read)
             how = "read it locked, and the statement holding the write, in `with transaction.atomic():`"
     if tree is None:

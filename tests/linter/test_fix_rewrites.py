@@ -308,3 +308,15 @@ def test_no_locked_read_on_a_named_database():
     (fix, after), = fixes(source, "TXN102")
     assert fix.applicability is Applicability.NONE
     assert after == source
+
+
+def test_no_locked_read_wrap_of_an_if_that_hands_the_row_on():
+    # pulpcore's sync: the repository handed to a pipeline that writes it from other
+    # connections, which would wait for the lock held around it
+    source = DJANGO_HEAD.replace("from django.db import transaction\n", "") + (
+        "def sync(pk, remote):\n    repository = Repository.objects.get(pk=pk)\n"
+        "    if remote.url:\n        Pipeline(remote, repository).run()\n"
+        "        repository.last_sync = remote.url\n        repository.save()\n")
+    (fix, after), = fixes(source, "TXN102")
+    assert fix.applicability is Applicability.NONE
+    assert after == source

@@ -7,10 +7,11 @@ a read already in ``transaction.atomic()`` stays where it is; a read just before
 ``with transaction.atomic():`` that holds the write moves to the top of that block; a read
 and its write in one block with no transaction are wrapped, together with what lies between,
 in ``with transaction.atomic():`` (when the write sits in an ``if`` or a loop of the read's
-block, that whole statement is wrapped); ``row, created = Model.objects.get_or_create(...)`` is
-a read too.  No fix for a read on a named database (``.using(alias)``: ``atomic()`` opens the
-default database's transaction) nor around a ``try`` that catches (a database error caught
-inside ``atomic()`` breaks the transaction where the code went on before).  SQLAlchemy: ``session.get(Model, pk)`` gets
+block, that whole statement is wrapped, if the row is not handed on inside it);
+``row, created = Model.objects.get_or_create(...)`` is a read too.  No fix for a read on a
+named database (``.using(alias)``: ``atomic()`` opens the default database's transaction)
+nor around a ``try`` that catches (a database error caught inside ``atomic()`` breaks the
+transaction where the code went on before).  SQLAlchemy: ``session.get(Model, pk)`` gets
 ``with_for_update=True`` (the session's transaction holds the lock until it commits)."""
 from __future__ import annotations
 

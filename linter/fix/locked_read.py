@@ -6,7 +6,12 @@ Django: ``Model.objects.get(...)`` becomes ``Model.objects.select_for_update().g
 a read already in ``transaction.atomic()`` stays where it is; a read just before the
 ``with transaction.atomic():`` that holds the write moves to the top of that block; a read
 and its write in one block with no transaction are wrapped, together with what lies between,
-in ``with transaction.atomic():``.  SQLAlchemy: ``session.get(Model, pk)`` gets
+in ``with transaction.atomic():`` (when the write sits in an ``if`` or a loop of the read's
+block, that whole statement is wrapped, if the row is not handed on inside it);
+``row, created = Model.objects.get_or_create(...)`` is a read too.  No fix for a read on a
+named database (``.using(alias)``: ``atomic()`` opens the default database's transaction)
+nor around a ``try`` that catches (a database error caught inside ``atomic()`` breaks the
+transaction where the code went on before).  SQLAlchemy: ``session.get(Model, pk)`` gets
 ``with_for_update=True`` (the session's transaction holds the lock until it commits)."""
 from __future__ import annotations
 
@@ -36,10 +41,27 @@ def _read_of(src: FileSource, finding: Finding) -> Optional[tuple[str, Located, 
     loc = src.at(int(m["line"]))
     small = only_small(loc.statement) if loc is not None else None
     if loc is None or not isinstance(small, cst.Assign) or len(small.targets) != 1 \
-            or not isinstance(small.targets[0].target, cst.Name) \
-            or small.targets[0].target.value != m["obj"]:
+            or _bound_row(small) != m["obj"]:
         return None
     return m["obj"], loc, small
+
+
+def _bound_row(assign: cst.Assign) -> Optional[str]:
+    """The name the read binds the row to: ``row = ...``, or ``row, created =
+    Model.objects.get_or_create(...)`` (locked, ``get()`` finds the row and locks it; the
+    insert it may make is its own, inside the transaction)."""
+    target = assign.targets[0].target
+    if isinstance(target, cst.Name):
+        return target.value
+    value = assign.value
+    if isinstance(target, cst.Tuple) and len(target.elements) == 2 \
+            and all(isinstance(e.value, cst.Name) for e in target.elements) \
+            and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            and value.func.attr.value == "get_or_create":
+        first = target.elements[0].value
+        assert isinstance(first, cst.Name)
+        return first.value
+    return None
 
 
 def locked_read_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
@@ -50,8 +72,11 @@ def locked_read_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     obj, read, assign = found
     if read.function is not write.function or read.in_loop:
         return None
-    if django_manager_root(assign.value) is not None:
-        return _django(src, obj, read, assign, write)
+    root = django_manager_root(assign.value)
+    if root is not None:
+        # a read on a named database: ``atomic()`` would open the default one's transaction,
+        # and the locked read would raise outside its own (the router's choice is unseen too)
+        return None if root[1] is not None else _django(src, obj, read, assign, write)
     return _sqlalchemy(src, obj, read, assign)
 
 
@@ -102,6 +127,13 @@ def _django(src: FileSource, obj: str, read: Located, assign: cst.Assign,
     else:
         tree = _move_into(src, obj, read, write, new_read)
         how = "move the read into the transaction that writes it, locked (`select_for_update()`)"
+        holding = _holding(src, read, write)
+        # a row handed on inside the wrapped statement may reach code that writes it on
+        # another connection (a thread, a task): that would wait for the lock held here
+        if tree is None and holding is not None \
+                and not uses_of(obj, read.block.body[read.index + 1:holding + 1]).bare:
+            tree = _wrap(src, read, holding, new_read)
+            how = "read it locked, and the statement holding the write, in `with transaction.atomic():`"
     if tree is None:
         return None
     if _ATOMIC in tree.code and binding(src.module, "django.db", "transaction") is None:
@@ -112,10 +144,37 @@ def _django(src: FileSource, obj: str, read: Located, assign: cst.Assign,
                line_edits(src.text, tree.code))
 
 
+def _holding(src: FileSource, read: Located, write: Located) -> Optional[int]:
+    """The index, in the read's block after the read, of the compound statement (an ``if``,
+    a ``with``, a loop) that holds the write; None when the write is not under one.  (One
+    that opens its own transaction is not wrapped: the read moves into it, or nothing.)"""
+    first, last = src.line_of(write.statement), src.end_line_of(write.statement)
+    body = read.block.body
+    found = next((i for i in range(read.index + 1, len(body))
+                  if src.line_of(body[i]) < first and last <= src.end_line_of(body[i])), None)
+    return None if found is None or _ATOMIC in src.code(body[found]) else found
+
+
+def _catches(nodes) -> bool:
+    """Whether ``nodes`` hold a ``try`` with handlers (outside nested functions): inside
+    ``atomic()`` a database error it catches leaves the transaction broken, and the queries
+    after it fail where they ran before."""
+    hit = []
+
+    class _Finder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, (cst.Try, cst.TryStar)) and node.handlers:
+                hit.append(node)
+            return not hit and not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+    for node in nodes:
+        node.visit(_Finder())
+    return bool(hit)
+
+
 def _wrap(src: FileSource, read: Located, last: int, new_read: cst.BaseStatement):
     body = list(read.block.body)
     wrapped = [new_read.with_changes(leading_lines=[]), *body[read.index + 1:last + 1]]
-    if suspends(wrapped):
+    if suspends(wrapped) or _catches(wrapped):
         return None
     block = cst.parse_statement("with transaction.atomic():\n    pass\n",
                                 config=src.module.config_for_parsing)

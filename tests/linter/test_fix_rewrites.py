@@ -265,3 +265,58 @@ def test_no_get_or_create_when_the_insert_differs_from_the_check():
         for fix, after in fixes(source, "TXN105"):
             assert fix.applicability is Applicability.NONE, create
             assert after == source
+
+
+def test_unsafe_locked_read_of_get_or_create_wraps_the_if_that_writes():
+    # django-axes 5.21.0's shape (axes 5.24 fixed it by hand the same way)
+    fix, after = only(DJANGO_HEAD.replace("from django.db import transaction\n", "") + """\
+        def failed(username, ip):
+            attempt, created = Attempt.objects.get_or_create(username=username, ip=ip)
+            if not created:
+                attempt.failures += 1
+                attempt.note = "again"
+                attempt.save()
+            notify(username)
+        """, "TXN106")
+    assert fix.applicability is Applicability.UNSAFE
+    assert ("    with transaction.atomic():\n"
+            "        attempt, created = Attempt.objects.select_for_update().get_or_create("
+            "username=username, ip=ip)\n"
+            "        if not created:\n"
+            "            attempt.failures += 1\n") in after
+    assert "\n    notify(username)\n" in after
+
+
+def test_no_locked_read_wrap_around_a_try_that_catches():
+    # inside atomic() a database error caught in the block breaks the transaction
+    source = DJANGO_HEAD.replace("from django.db import transaction\n", "") + (
+        "def rename(pk, name):\n    profile = Profile.objects.get(pk=pk)\n"
+        "    try:\n        Audit.objects.create(pk=pk)\n    except IntegrityError:\n        pass\n"
+        "    profile.nickname = name\n    profile.save()\n")
+    (fix, after), = fixes(source, "TXN102")
+    assert fix.applicability is Applicability.NONE
+    assert after == source
+
+
+def test_no_locked_read_on_a_named_database():
+    # atomic() opens the default database's transaction: a select_for_update() on another
+    # database outside its own transaction raises TransactionManagementError, where the
+    # unlocked read ran
+    source = DJANGO_HEAD.replace("from django.db import transaction\n", "") + (
+        "def rename(pk, name):\n    profile = Profile.objects.using(\"users\").get(pk=pk)\n"
+        "    profile.nickname = name\n    profile.save()\n")
+    (fix, after), = fixes(source, "TXN102")
+    assert fix.applicability is Applicability.NONE
+    assert after == source
+
+
+def test_no_locked_read_wrap_of_an_if_that_hands_the_row_on():
+    # pulpcore's sync: the repository handed to a pipeline that writes it from other
+    # connections, which would wait for the lock held around it
+    source = DJANGO_HEAD.replace("from django.db import transaction\n", "") + (
+        "def sync(pk, remote):\n    repository = Repository.objects.get(pk=pk)\n"
+        "    if remote.url:\n        Pipeline(remote, repository).run()\n"
+        "        repository.last_sync = remote.url\n        repository.save()\n")
+    (fix, after), = fixes(source, "TXN102")
+    assert fix.applicability is Applicability.NONE
+    assert after == source

@@ -308,17 +308,4 @@ def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
     if fa.mod.cfg.code_enabled("TXN105"):
         judged = severity.of_check(check, act)
         fa.mod.add(Finding(site.line, site.col, "TXN105", message(check, act, fa.framework_hint()),
-                           confidence=callee_insert_confidence(check, act),
                            severity=judged.severity, severity_reason=judged.reason))
-
-
-def callee_insert_confidence(check: Check, act: Act) -> Confidence:
-    """``HIGH`` when the callee inserts into the table the check looked up (a miss on
-    ``Placeholder``, then a helper that creates the missing ``Placeholder`` rows); ``LOW``
-    when either table is unknown or they differ.  A callee that inserts something the check
-    did not look at is rarely what the check guards: on fresh projects those pairs were an
-    authorisation or a sizing check followed by a service that creates an unrelated row (a
-    job, a group, an export's files), or an insert whose key the layers below set."""
-    if act.model is not None and check.models and act.model in check.models:
-        return Confidence.HIGH
-    return Confidence.LOW

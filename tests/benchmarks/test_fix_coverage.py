@@ -55,13 +55,13 @@ FILES = {
             seat.save(update_fields=["taken"])
         """,
     "other.py": """\
-        from shop.models import Profile
+        from shop.models import Shop
 
 
         def sign(pk, who):
-            profile = Profile.objects.get(pk=pk)
-            profile.bio = profile.bio + f"-- {who}"
-            profile.save()
+            shop = Shop.objects.get(pk=pk)
+            shop.bio = shop.bio + f"-- {who}"
+            shop.save()
         """,
     "twice.py": """\
         from shop.models import Wallet
@@ -106,7 +106,7 @@ def test_counts_each_code_by_applicability_and_writes_nothing(project):
     found = planned(project, timeout=300)
     judgments = dict([judged("views.py", "article.save()", "TXN106", Label.TP),
                       judged("tally.py", "tally.save()", "TXN106", Label.FP),
-                      judged("other.py", "profile.save()", "TXN102", Label.TP),
+                      judged("other.py", "shop.save()", "TXN102", Label.TP),
                       judged("twice.py", "second.save()", "TXN103", Label.TP)])
     coverage = Coverage()
     coverage.add(found, judgments)           # the TXN108 in locks.py is left unjudged

@@ -63,7 +63,6 @@ _STATISTIC = re.compile(
     r"(?:^|_)(?:views?|visits?|hits?|clicks?|impressions?|downloads?|reads?|likes|votes|"
     r"recommendations|popularity|rank|score)(?:_|$)|(?:^|_)(?:view|visit|hit|click|post|topic|"
     r"reply|replies|comment|like|vote|follower|member|message|download|read)s?_count$")
-
 #: fields whose loss costs little: labels, timestamps, caches
 _LOW_HARM = re.compile(
     r"(?:^|_)(?:name|title|label|description|desc|text|note|notes|comment|bio|slug|tags?|color|"
@@ -166,7 +165,7 @@ def of_check(check: Check, act: Optional[Act], stored: Iterable[str] = ()) -> As
     if check.kind in (CheckKind.COUNT, CheckKind.LIMIT):
         return _combine(owned, _shared_why(model), "high", "a count or limit checked")
     if check.kind is CheckKind.AGGREGATE:
-        stored = tuple(stored) or tuple(sorted(act.columns)) if act is not None and act.columns else tuple(stored)
+        stored = tuple(stored) or (tuple(sorted(act.columns)) if act is not None and act.columns else ())
         harm, why = _field_harm(stored, False) if stored else ("", "")
         if harm != "statistic":
             harm, why = "high", "a number computed from the table"

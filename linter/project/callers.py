@@ -23,6 +23,13 @@ Flask-Script) is quiet as a command wherever it lives, and so is what only comma
 an operator runs it by hand (the ``init-db``, ``recount``, ``sync`` commands of a Flask or
 CKAN site), as a Django management command is.
 
+**Startup code** is quiet too, and what only it calls: Django's ``AppConfig.ready()``, a
+Flask app factory (``create_app``, ``make_app``), ``@app.before_first_request`` and Quart's
+``@app.before_serving``, FastAPI's and Starlette's ``@app.on_event("startup")``, a
+``lifespan=`` handler or ``on_startup=[...]`` callbacks, aiohttp's ``app.on_startup.append(f)``.
+Each process runs it once before it serves a request, so two copies meet only when two
+processes boot in the same instant (a preference row registered, a default group created).
+
 A **job** is never quiet by its callers: a function in a ``tasks.py`` module (or a ``tasks/``
 package: Celery's, RQ's and Huey's convention) or decorated as a task (``@shared_task``,
 ``@app.task``, ``@periodic_task``, ``@db_periodic_task``, ``@job``, ``@actor``).  A worker or a
@@ -96,6 +103,48 @@ def _is_cli_command(fn: ast.AST) -> bool:
     return False
 
 
+#: functions the app factory convention names; they run as a process starts
+_APP_FACTORIES = frozenset({"create_app", "make_app"})
+#: decorators (attributes) that run a function as the app starts
+_STARTUP_DECORATORS = frozenset({"before_first_request", "before_serving"})
+#: keywords of ``FastAPI(...)`` / ``Starlette(...)`` naming startup handlers
+_STARTUP_KEYWORDS = frozenset({"lifespan", "on_startup"})
+
+
+def _is_startup(fn: ast.AST, enclosing_bases: tuple[str, ...]) -> bool:
+    """``AppConfig.ready()``, an app factory, or a function decorated to run at startup."""
+    name = getattr(fn, "name", "")
+    if name == "ready" and "AppConfig" in enclosing_bases:
+        return True
+    if name in _APP_FACTORIES and not enclosing_bases:
+        return True
+    for deco in getattr(fn, "decorator_list", ()):
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        if isinstance(target, ast.Attribute) and target.attr in _STARTUP_DECORATORS:
+            return True
+        if isinstance(deco, ast.Call) and last_name(deco) == "on_event" and deco.args and \
+                isinstance(deco.args[0], ast.Constant) and deco.args[0].value == "startup":
+            return True
+    return False
+
+
+def _startup_handlers(call: ast.Call) -> Iterator[str]:
+    """Names a call registers to run at startup: ``FastAPI(lifespan=f)``,
+    ``Starlette(on_startup=[f])``, ``app.add_event_handler("startup", f)``,
+    ``app.on_startup.append(f)``."""
+    for kw in call.keywords:
+        if kw.arg in _STARTUP_KEYWORDS:
+            values = kw.value.elts if isinstance(kw.value, (ast.List, ast.Tuple)) else [kw.value]
+            yield from (last_name(v) for v in values if isinstance(v, (ast.Name, ast.Attribute)))
+    name = last_name(call)
+    if name == "add_event_handler" and len(call.args) == 2 and \
+            isinstance(call.args[0], ast.Constant) and call.args[0].value == "startup":
+        yield last_name(call.args[1])
+    if name == "append" and isinstance(call.func, ast.Attribute) and \
+            last_name(call.func.value) == "on_startup" and call.args:
+        yield last_name(call.args[0])
+
+
 def _is_migrate_receiver(fn: ast.AST) -> bool:
     for deco in getattr(fn, "decorator_list", ()):
         if isinstance(deco, ast.Call) and last_name(deco) == "receiver" and \
@@ -134,32 +183,48 @@ class CallGraph:
         self.jobs: set[tuple[str, str]] = set()
         #: command-line commands an operator runs by hand
         self.commands: set[tuple[str, str]] = set()
+        #: code each process runs once as it starts
+        self.startup: set[tuple[str, str]] = set()
         seen: list[tuple[str, str, Optional[str]]] = []
         connected: set[str] = set()         # ``post_migrate.connect(handler)``
+        started: set[str] = set()           # ``FastAPI(lifespan=lifespan)``
         for path, tree in modules:
             cli = _imports_cli(tree)
+            bases: dict[Optional[str], tuple[str, ...]] = {None: ()}
             for node, scope in _walk(tree):
-                if isinstance(node, _FUNCTIONS):
+                if isinstance(node, ast.ClassDef):
                     qualname = f"{scope}.{node.name}" if scope else node.name
-                    self.definitions[node.name].append(Definition(path, qualname, node.name))
-                    if _is_migrate_receiver(node):
-                        self.migrate_receivers.add((path, qualname))
-                    if cli and _is_cli_command(node):
-                        self.commands.add((path, qualname))
-                    if _is_job(path, node):
-                        self.jobs.add((path, qualname))
+                    bases[qualname] = tuple(last_name(b) for b in node.bases)
+                elif isinstance(node, _FUNCTIONS):
+                    self._define(path, node, scope, cli, bases.get(scope, ()))
                 elif isinstance(node, ast.Call) and last_name(node) == "connect" and \
                         isinstance(node.func, ast.Attribute) and \
                         last_name(node.func.value) in _MIGRATE_SIGNALS and node.args:
                     connected.add(last_name(node.args[0]))
                 elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
                     seen.append((path, last_name(node), scope))
+                if isinstance(node, ast.Call):
+                    started.update(_startup_handlers(node))
         for path, name, scope in seen:
             if name in self.definitions and name not in connected:
                 self.references[name].append(Reference(path, scope))
-        for name in connected:
-            for d in self.definitions.get(name, ()):
-                self.migrate_receivers.add((d.path, d.qualname))
+        for names, into in ((connected, self.migrate_receivers), (started, self.startup)):
+            for name in names:
+                into.update((d.path, d.qualname) for d in self.definitions.get(name, ()))
+
+    def _define(self, path: str, node: ast.AST, scope: Optional[str], cli: bool,
+                enclosing_bases: tuple[str, ...]) -> None:
+        """One function's definition, and the seeds it is (receiver, command, startup, job)."""
+        qualname = f"{scope}.{node.name}" if scope else node.name
+        self.definitions[node.name].append(Definition(path, qualname, node.name))
+        if _is_migrate_receiver(node):
+            self.migrate_receivers.add((path, qualname))
+        if cli and _is_cli_command(node):
+            self.commands.add((path, qualname))
+        if _is_startup(node, enclosing_bases):
+            self.startup.add((path, qualname))
+        if _is_job(path, node):
+            self.jobs.add((path, qualname))
 
 
 def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, FileRole]
@@ -172,8 +237,9 @@ def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, 
     found: dict[tuple[str, str], QuietGroup] = {
         key: QuietGroup.MIGRATIONS for key in graph.migrate_receivers
         if roles.get(key[0]) not in quiet_roles}
-    found.update((key, QuietGroup.COMMANDS) for key in graph.commands
-                 if roles.get(key[0]) not in quiet_roles and key not in graph.jobs)
+    for seeds, group in ((graph.commands, QuietGroup.COMMANDS), (graph.startup, QuietGroup.STARTUP)):
+        found.update((key, group) for key in seeds
+                     if roles.get(key[0]) not in quiet_roles and key not in graph.jobs)
 
     def group_of(ref: Reference) -> Optional[QuietGroup]:
         role = roles.get(ref.path)

@@ -42,6 +42,7 @@ class QuietGroup(enum.Enum):
     MIGRATIONS = "migrations"
     SCRIPTS = "scripts"
     COMMANDS = "commands"
+    STARTUP = "startup"       # code an app runs once as it starts (``AppConfig.ready``, a lifespan)
 
     @property
     def option(self) -> str:

@@ -121,6 +121,115 @@ def test_a_click_command_and_what_only_it_calls_are_quiet_as_commands(tmp_path, 
     assert out == ["2 findings not shown: 2 in commands (--include-commands to show them)"]
 
 
+STARTUP_HOOKS = {
+    "django-ready": ("cms/apps.py", """\
+        from django.apps import AppConfig
+
+
+        class CmsConfig(AppConfig):
+            name = "cms"
+
+            def ready(self):
+                from cms.api import seed_page
+                seed_page("home")
+        """),
+    "flask-factory": ("cms/app.py", """\
+        from flask import Flask
+
+        from cms.api import seed_page
+
+
+        def create_app():
+            app = Flask(__name__)
+            seed_page("home")
+            return app
+        """),
+    "fastapi-lifespan": ("cms/main.py", """\
+        from contextlib import asynccontextmanager
+
+        from fastapi import FastAPI
+
+        from cms.api import seed_page
+
+
+        @asynccontextmanager
+        async def lifespan(app):
+            seed_page("home")
+            yield
+
+
+        app = FastAPI(lifespan=lifespan)
+        """),
+    "on-event-startup": ("cms/main.py", """\
+        from fastapi import FastAPI
+
+        from cms.api import seed_page
+
+        app = FastAPI()
+
+
+        @app.on_event("startup")
+        def seed():
+            seed_page("home")
+        """),
+    "aiohttp-on-startup": ("cms/main.py", """\
+        from aiohttp import web
+
+        from cms.api import seed_page
+
+
+        async def seed(app):
+            seed_page("home")
+
+
+        app = web.Application()
+        app.on_startup.append(seed)
+        """),
+}
+
+
+@pytest.mark.parametrize("hook", sorted(STARTUP_HOOKS))
+def test_what_only_startup_code_calls_is_quiet_as_startup(tmp_path, capsys, monkeypatch, hook):
+    # each process runs it once before serving: two copies meet only when two processes boot
+    rel, text = STARTUP_HOOKS[hook]
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/api.py", SEED)
+    write(tmp_path, rel, text)
+    assert run(tmp_path, capsys, monkeypatch) == [
+        "1 finding not shown: 1 in startup (--include-startup to show them)"]
+    assert any(line.startswith("cms/api.py:") and "TXN105" in line
+               for line in run(tmp_path, capsys, monkeypatch, "--include-startup"))
+
+
+def test_a_function_called_at_startup_and_by_a_view_stays_reported(tmp_path, capsys, monkeypatch):
+    rel, text = STARTUP_HOOKS["django-ready"]
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/api.py", SEED)
+    write(tmp_path, rel, text)
+    write(tmp_path, "cms/views.py", """\
+        from cms.api import seed_page
+
+
+        def add_page(request):
+            seed_page(request.POST["slug"])
+        """)
+    assert any(line.startswith("cms/api.py:") for line in run(tmp_path, capsys, monkeypatch))
+
+
+def test_a_method_named_ready_outside_an_app_config_is_not_startup(tmp_path, capsys, monkeypatch):
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/api.py", SEED)
+    write(tmp_path, "cms/orders.py", """\
+        from cms.api import seed_page
+
+
+        class Order:
+            def ready(self):
+                seed_page(self.slug)
+        """)
+    assert any(line.startswith("cms/api.py:") for line in run(tmp_path, capsys, monkeypatch))
+
+
 def test_a_command_decorator_in_a_module_without_a_cli_library_is_not_a_command(tmp_path, capsys, monkeypatch):
     # ``@bot.command()`` of a chat bot runs per message, beside every other message
     write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")

@@ -140,6 +140,9 @@ class Config:
     managers: frozenset = frozenset()
     #: model -> its relation attributes (relations.py), filled by the analysis
     relations: dict = dataclasses.field(default_factory=dict)
+    #: models whose every base the project shows (constraints.py), filled by the analysis:
+    #: their declared unique keys are all the keys they have
+    declared_models: frozenset = frozenset()
 
     KEYS = ("gets", "puts", "locks", "transactions", "retrying_transactions", "side_effects",
             "versioned_models", "isolation", "enable", "disable",

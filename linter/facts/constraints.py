@@ -16,6 +16,8 @@ the ``ast`` of model classes, for Django and SQLAlchemy alike:
 A relation ``user`` and its column ``user_id`` are one column (``column()``), as is ``pk`` and ``id``.
 A model inherits the keys its bases declare (``class Order(AbstractOrder)``: ``inherit_keys``,
 applied over the whole project's classes).
+The models libraries ship (``django.contrib.auth``'s ``Group``) have their keys in
+``LIBRARY_KEYS``, looked up by the module a file imports them from.
 Models are known by class name, as everywhere in the linter.  Partial unique indexes
 (with a condition) still count: the linter cannot tell whether the insert meets the condition.
 """
@@ -30,7 +32,7 @@ from .tree_nodes import tree_nodes
 
 UniqueKeys = dict[str, list[frozenset[str]]]
 
-_HINT = re.compile(r"unique|primary_key|OneToOneField|PrimaryKeyConstraint")
+_HINT = re.compile(r"unique|Unique|primary_key|OneToOneField|PrimaryKeyConstraint")
 _ONE_TO_ONE = {"OneToOneField"}
 
 
@@ -166,11 +168,44 @@ def unique_keys(sources: Iterable[tuple[str, ast.AST]]) -> UniqueKeys:
     return found
 
 
+#: Unique keys of the models libraries ship, by the module a file imports them from:
+#: ``Group.objects.get(name=n)`` then ``Group.objects.create(name=n)`` cannot make two
+#: groups, ``auth_group.name`` is unique, though no file of the project declares it.
+LIBRARY_KEYS: dict[tuple[str, str], list[frozenset[str]]] = {
+    ("django.contrib.auth.models", "Group"): [frozenset({"name"})],
+    ("django.contrib.auth.models", "Permission"): [frozenset({"content_type", "codename"})],
+    ("django.contrib.contenttypes.models", "ContentType"): [frozenset({"app_label", "model"})],
+    ("django.contrib.sites.models", "Site"): [frozenset({"domain"})],
+    ("rest_framework.authtoken.models", "Token"): [frozenset({"key"}), frozenset({"user"})],
+    ("allauth.socialaccount.models", "SocialAccount"): [frozenset({"provider", "uid"})],
+}
+
+
 def class_bases(tree: ast.AST) -> dict[str, tuple[str, ...]]:
     """Class -> the last names of its bases, for classes that have some (``class
     Order(AbstractOrder)``): a model inherits the unique keys its bases declare."""
     return {node.name: tuple(b for b in map(last_name, node.bases) if b and b[:1].isupper())
             for node in tree_nodes(tree).classes if node.bases}
+
+
+#: the base every Django model ends in (``models.Model``), and Flask-SQLAlchemy's ``db.Model``
+_MODEL_ROOTS = frozenset({"Model"})
+
+
+def declared_models(bases: "dict[str, tuple[str, ...]] | dict[str, list[str]]") -> frozenset[str]:
+    """Classes whose ancestry the project shows down to ``Model``: every base is ``Model``
+    or such a class.  Their unique keys are all declared where the linter reads them; a
+    model with a base from a library (``TimeStampedModel``, ``TaggedItemBase``) may
+    inherit a key it cannot see."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for cls, names in bases.items():
+            if cls not in found and names and all(n in _MODEL_ROOTS or n in found for n in names):
+                found.add(cls)
+                changed = True
+    return frozenset(found)
 
 
 def inherit_keys(keys: dict[str, list], bases: dict[str, tuple[str, ...]]) -> None:

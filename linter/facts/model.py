@@ -201,6 +201,11 @@ class Check:
     used: bool = False
     #: for an aggregate: the variables that hold the value (the act must use one)
     names: set = dataclasses.field(default_factory=set)
+    #: for a count: the collections whose members it counts (``id.in_(ids)``, ``pk__in=ids``)
+    listed: frozenset = frozenset()
+    #: the lookup raises when two rows match (``get()`` in ``try``/``except DoesNotExist``,
+    #: ``one()``): a duplicate the race makes breaks it from then on
+    single_row: bool = False
     #: the names the check's expression reads (None: not known, e.g. a try/except lookup)
     keys: Optional[set] = None
     #: the columns the lookup compared for equality (None: not known)

@@ -79,6 +79,9 @@ class ModuleInfo:
         self.functions: list[tuple[ast.AST, Optional[str]]] = []
         #: class name -> last names of its bases (versioned-ness is inherited)
         self.class_bases: dict[str, list[str]] = {}
+        #: plain classes that build their own state (no base, an ``__init__`` setting
+        #: ``self.x``): services and stores, whose ``self`` is never a row
+        self.service_classes: set[str] = set()
         #: ``import x as y``: y -> x (to recognise ``@y.versioned(...)``)
         self.import_aliases: dict[str, str] = {}
         #: model (class) name -> its txnsafety policy, declared here, inherited or imported
@@ -198,6 +201,8 @@ def note_class(facts: "ModuleInfo | ModuleFacts", node: ast.ClassDef, decorated:
     decorators (policies, read later) and whether it carries a version column."""
     if node.bases:
         facts.class_bases[node.name] = _base_names(node)
+    if _builds_own_state(node):
+        facts.service_classes.add(node.name)
     for stmt in node.body:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and \
                 any(isinstance(t, ast.Name) and t.id == "model" for t in stmt.targets):
@@ -206,6 +211,24 @@ def note_class(facts: "ModuleInfo | ModuleFacts", node: ast.ClassDef, decorated:
         decorated.append(node)
     if ModuleInfo._versioned(node):
         facts.versioned.add(node.name)
+
+
+def _builds_own_state(node: ast.ClassDef) -> bool:
+    """A class with no base (or only ``object``) whose ``__init__`` sets ``self.<attr>``.
+
+    A model never looks like this: Django's and SQLAlchemy's models inherit their base, and
+    a mixin written for them has no constructor of its own.  Such a class is a service, a
+    store or a coordinator (``PostgresCheckpointStore(db)``): its attributes live in the
+    process, so a method changing them and then committing writes no row of its own."""
+    if any(_ast_dotted(b) != "object" for b in node.bases) or node.keywords:
+        return False
+    for stmt in node.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+            return any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                       and t.value.id == "self"
+                       for n in ast.walk(stmt) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+    return False
 
 
 def _base_names(node: ast.ClassDef) -> list[str]:
@@ -309,6 +332,7 @@ class ModuleFacts:
     def __init__(self, tree: ast.AST):
         self.imports: dict[str, tuple[str, str, int]] = {}
         self.class_bases: dict[str, list[str]] = {}
+        self.service_classes: set[str] = set()
         self.versioned: set[str] = set()
         self.import_aliases: dict[str, str] = {}
         self.policies: dict[str, str] = {}

@@ -16,7 +16,7 @@ from .config import Config
 _GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|\.key\b|Key\("
                r"|\.get_\w+\(|get_or_insert|fetch_under_lock|\bdb\.get\(|\bndb\b|scalar|\.get\(")
 _WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\.a?update\(|\.add(?:_all)?\("
-                 r"|bulk_create|\bbegin\(|\.put_async\(")
+                 r"|bulk_create|\bbegin\(|\.put_async\(|_or_create\(")
 _TXN_TOKENS = r"atomic|transaction|begin\(|lock\("
 # tighter, for picking functions inside a module that passed the module-level test
 _F_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_404|key\.get\(|Key\("
@@ -24,7 +24,7 @@ _F_GET_TOKENS = (r"objects|session|query|select_for_update|with_for_update|_or_4
                  r"|self\.get_object\(|get_queryset\(|self\.(?:get|filter|first)\(")
 _F_WRITE_TOKENS = (r"\.a?save\(|\.put\(|put_multi|\.commit\(|\.flush\(|\.a?create\(|\)\.a?update\(|\)\.a?delete\("
                    r"|objects\.update\(|session\.add|\.add_all\(|bulk_create|\.put_async\("
-                   r"|execute\(\s*(?:insert|update)\(|\.begin\(|begin_nested\(")
+                   r"|execute\(\s*(?:insert|update)\(|\.begin\(|begin_nested\(|\.a?(?:get|update)_or_create\(")
 
 
 _RECEIVER = re.compile(r"\.connect\(|@receiver\(")
@@ -105,6 +105,8 @@ class Prefilter:
             return True             # a number computed for the row a model method prepares
         if ("save(" in text or "create(" in text) and _NEW_ROW_SAVED.search(text):
             return True             # an insert helper: its callers' checks may guard it
+        if "_or_create(" in text and "objects" in text:
+            return True             # a get-or-create in one call (rules/unkeyed_get_or_create.py)
         has_write = self.f_writes.search(text) is not None
         if not has_write:
             if self.txn.search(text) is not None and self.f_gets.search(text) and self.mut.search(text):

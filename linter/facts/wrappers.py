@@ -35,7 +35,7 @@ import re
 from typing import Iterable, Optional, Sequence
 
 from .config import LOCKS, TRANSACTIONS, Config, name_matches
-from .constraints import class_bases, inherit_keys, manager_attributes, unique_keys
+from .constraints import class_bases, declared_models, inherit_keys, manager_attributes, unique_keys
 from .relations import finish as finish_relations, merge as merge_relations, relations
 from .tree_nodes import TreeNodes, tree_nodes
 
@@ -279,7 +279,8 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     if all_openers:
         _wrappers_of_wrappers(txns, locks, _preset(TRANSACTIONS, cfg.transactions | cfg.retrying_transactions),
                               _preset(LOCKS, cfg.locks), all_openers)
-    if not txns and not locks and not keys and not managers and not related:
+    models = declared_models(bases)
+    if not txns and not locks and not keys and not managers and not related and not models:
         return cfg
     merged = dict(cfg.unique_keys)
     for model, found in keys.items():
@@ -287,6 +288,7 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     inherit_keys(merged, bases)
     return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
                                unique_keys=merged, managers=cfg.managers | managers,
+                               declared_models=cfg.declared_models | models,
                                relations=finish_relations(related) or cfg.relations)
 
 

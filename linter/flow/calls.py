@@ -21,6 +21,7 @@ from ..facts.provenance import relation_change
 from .events import Called, SelectedRowsUpdated, SideEffect
 from ..facts.query_selection import condition_names, set_columns, state_columns
 
+from .reads import for_update_in
 from .records import CallSite
 
 
@@ -113,6 +114,10 @@ class CallFacts:
             info = self.classify_get(call)
             if info is not None and (info.for_update or info.locked):
                 self.record_get(call, info)
+        elif parts.term == "execute" and call.args and for_update_in([call]) and self.in_txn() is not None:
+            # ``sess.execute(select(table.c.id).where(..).with_for_update()).fetchone()``: a
+            # Core read whose rows no getter names still locks them to the transaction's end
+            self.row_locks.append((self.line(call), self.in_txn()))
 
     def side_effect(self, call: cst.Call, parts: "CallParts") -> None:
         """TXN107: a side effect inside a transaction that can be retried or roll back."""

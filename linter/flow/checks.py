@@ -107,6 +107,7 @@ class CheckFacts:
         check = Check(line, CheckKind.AGGREGATE, f"`{names[0]}` computed from {what}", tuple(self.stack),
                       self.protected_now(), models_in(value))
         check.names.update(names)
+        check.listed = listed_collections(value)
         self.add_check(check)
 
     def test(self, test: cst.BaseExpression, node: cst.CSTNode) -> None:
@@ -124,6 +125,8 @@ class CheckFacts:
                 if c.kind == "aggregate" and c.names & used:
                     found = ("count", f"{c.what} (line {c.line})", c.models)   # ``if not used:``
                     break
+        if found is not None and counts_every_listed(test, self.checks):
+            return      # ``if n != len(ids): raise``: the rows it names exist; no limit
         if found is None:
             found = presence.call_check(self, test)     # ``if not has_vote(user, poll):``
         if found is None:
@@ -279,3 +282,53 @@ def _is_zero_test(target: cst.ComparisonTarget) -> bool:
         return False
     return (isinstance(target.operator, cst.Equal) and value.value == "0") or \
         (isinstance(target.operator, cst.LessThan) and value.value == "1")
+
+
+def listed_collections(expr: cst.BaseExpression) -> frozenset:
+    """The names a query's filter lists: ``M.id.in_(ids)``, ``filter(pk__in=ids)``."""
+    out = set()
+    for call in iter_calls(expr):
+        for a in call.args:
+            listed = terminal(call) == "in_" and a.keyword is None or \
+                a.keyword is not None and a.keyword.value.endswith("__in")
+            if listed and isinstance(a.value, cst.Name):
+                out.add(a.value.value)
+    return frozenset(out)
+
+
+def counts_every_listed(test: cst.BaseExpression, checks: list) -> bool:
+    """Whether ``test`` compares a count of the rows a list names with that list's length
+    (``if n < len(ids): raise NotFound``, ``if qs.filter(pk__in=ids).count() != len(ids)``).
+
+    That validates references, the request's own ids: the act that follows does not add to
+    what was counted, so no limit is being kept and two requests cannot both pass it into a
+    state the check forbids.  A limit compares with a constant or a setting instead."""
+    for node in _comparisons(test):
+        sides = [node.left] + [c.comparator for c in node.comparisons]
+        lengths = {s.args[0].value.value for s in sides
+                   if isinstance(s, cst.Call) and isinstance(s.func, cst.Name) and s.func.value == "len"
+                   and len(s.args) == 1 and isinstance(s.args[0].value, cst.Name)}
+        if not lengths:
+            continue
+        for side in sides:
+            if isinstance(side, cst.Name):
+                listed = frozenset().union(*(c.listed for c in checks
+                                             if c.kind is CheckKind.AGGREGATE and side.value in c.names))
+            else:
+                listed = listed_collections(side)
+            if lengths & listed:
+                return True
+    return False
+
+
+def _comparisons(test: cst.BaseExpression) -> list:
+    out, stack = [], [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Comparison):
+            out.append(node)
+        elif isinstance(node, cst.BooleanOperation):
+            stack.extend([node.left, node.right])
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
+    return out

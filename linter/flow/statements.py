@@ -280,6 +280,7 @@ class StatementWalk:
                              maybe_models(get_model))
                 miss.lookup = get_lookup
                 miss.lookup_values = get_values
+                miss.single_row = True
                 self.add_check(miss)
             self.helper_checks.missing += miss is not None
             self.block(h.body)

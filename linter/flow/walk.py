@@ -70,6 +70,8 @@ class FunctionAnalyzer(FunctionState, StatementWalk, ReadFacts, AssignFacts, Cal
             self.types[pname] = self.param_type(p, first=not self.param_order[:-1])
             if request_data(p):
                 continue        # a form or serializer: the request's values, not a row read
+            if self.service_self(pname):
+                continue        # a service's ``self``: process state, not a row
             ent = self.self_entity(pname, line) or Entity(pname, line, (), "param", framework=None)
             if self.is_receiver() and pname not in ("sender", "self"):
                 # a signal receiver's rows were read by the sender, which no call here shows
@@ -89,6 +91,11 @@ class FunctionAnalyzer(FunctionState, StatementWalk, ReadFacts, AssignFacts, Cal
         """A signal receiver: its parameters are rows the sender read, and no call in the
         project shows that read, so its writes of them are judged here."""
         return self.outer is None and self.name in self.mod.info.receivers
+
+    def service_self(self, pname: str) -> bool:
+        """``self`` of a plain class's method (see ``ModuleInfo.service_classes``)."""
+        return pname == "self" and self.is_method and self.outer is None and \
+            not self.param_order[:-1] and self.qualname.split(".", 1)[0] in self.mod.info.service_classes
 
     def self_entity(self, pname: str, line: int) -> Optional[Entity]:
         """``self`` of a model's method: a row its caller read, wherever that was.

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Optional
 
 import os
 
-from ..facts.constraints import column, covered
+from ..facts.constraints import LIBRARY_KEYS, column, covered
 from ..facts.model import Act, ActKind, Check, CheckKind, Confidence, Finding
 from ..facts.syntax import CONTEXT_NAMES, columns_reading
 from ..flow.events import Acted, AggregateStored, CallResolved
@@ -173,7 +173,8 @@ class _ModelKeys:
     def get(self, model, default=None):
         found = self.keys.get(model)
         if found is None and model in self.imports:
-            found = self.keys.get(self.imports[model][1])
+            module, name, _level = self.imports[model]
+            found = self.keys.get(name) or LIBRARY_KEYS.get((module, name))
         return default if found is None else found
 
 

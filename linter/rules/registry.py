@@ -53,12 +53,13 @@ RULES: dict[str, Rule] = {r.code: r for r in (
          ("django_txn103.py", "sqlalchemy_txn103.py")),
     Rule("TXN104", _RMW, ("django_txn104.py", "sqlalchemy_txn104.py")),
     # compare-and-set claims: rules/claim.py:claimed; rows used then consumed:
-    # rules/consume.py:observe (both fed by the same walk)
+    # rules/consume.py:observe; get_or_create() over no unique key:
+    # rules/unkeyed_get_or_create.py:on_call (all fed by the same walk)
     Rule("TXN105", "txnsafety_lint.rules.check_then_act:depends_on",
          ("django_txn105.py", "sqlalchemy_txn105.py", "django_real_shapes.py",
           "django_txn105_claim.py", "sqlalchemy_txn105_claim.py", "django_across_rows.py",
           "django_row_handoffs.py", "django_txn105_helper_check.py",
-          "sqlalchemy_txn105_helper_check.py")),
+          "sqlalchemy_txn105_helper_check.py", "django_judged_shapes.py", "sqlalchemy_judged_shapes.py")),
     Rule("TXN106", _RMW, ("django_txn106.py", "sqlalchemy_txn106.py", "generic_object_layer.py")),
     Rule("TXN107", "txnsafety_lint.rules.side_effect:fires",
          ("django_txn107.py", "sqlalchemy_txn107.py")),

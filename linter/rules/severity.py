@@ -12,7 +12,10 @@ maintainer would fix it this week.  Two facts decide it, both read from what the
   count off by one) are *low*; anything else is *medium*.
 
 ``HIGH`` = shared and high harm; ``LOW`` = a statistic, an owned row whose loss is not high
-harm, or a get-or-create on an owned key; ``MEDIUM`` otherwise.
+harm, or a get-or-create on an owned key; ``MEDIUM`` otherwise.  A get-or-create whose lookup
+expects one row (``get()`` in ``try``/``except DoesNotExist``) is ``MEDIUM`` even on an owned
+key: the duplicate one double submit makes breaks that ``get()`` for good
+(``MultipleObjectsReturned``), which is why projects fix it (allauth's ``add_email``).
 
 Owned is read from the row's model and from how it is found: a user model (``User``,
 ``Profile``, ``UserSettings``) is its user's own whatever key reads it; a lookup comparing a
@@ -46,9 +49,10 @@ _OWNED_NAMES = re.compile(r"^(?:request\.user|current_user|g\.user|self\.request
 _USER_MODELS = re.compile(r"(?:^|[a-z])(?:User|Profile|Preferences?|UserSettings|Account)$")
 #: ... and those that are, however they are read (an account may be another's payee: not here)
 _ALWAYS_OWNED = re.compile(r"(?:^|[a-z])(?:User|Profile|Preferences?|UserSettings)$")
-#: a lookup column naming the user a row belongs to
+#: a lookup column naming the user a row belongs to (not ``account``: in many projects an
+#: account is an organisation its members share, as ``_ALWAYS_OWNED`` leaves ``Account`` out)
 _OWNER_COLUMN = re.compile(r"^(?:user|user_id|owner|owner_id|author|author_id|created_by|"
-                           r"created_by_id|account|account_id)$")
+                           r"created_by_id)$")
 #: configuration rows: written by the people who administer them, rarely twice at once
 _CONFIG_MODELS = re.compile(r"(?:Config|Configuration|Settings|Preferences)(?:Model|Entity)?$")
 
@@ -170,6 +174,11 @@ def of_check(check: Check, act: Optional[Act], stored: Iterable[str] = ()) -> As
         if harm != "statistic":
             harm, why = "high", "a number computed from the table"
         return _combine(owned, _shared_why(model), harm, why)
+    if owned and check.single_row:
+        # ``get()`` then ``create()`` on the DoesNotExist branch: one double submit leaves two
+        # rows, and every later ``get()`` of them raises MultipleObjectsReturned
+        return Assessment(Severity.MEDIUM, f"owned: {owned}; medium harm: a duplicate makes the "
+                                           f"lookup raise from then on (it expects one row)")
     if owned:
         what = "configuration" if "configuration" in owned else "the user's own key"
         return Assessment(Severity.LOW, f"owned: {owned}; a get-or-create on {what}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..flow.events import EventKind
 from ..flow.subscribers import Handler, Subscribers
 from . import check_then_act, claim, consume, get_or_create, lazy_lock, lock_outside_transaction
-from . import locked_get_or_create, read_modify_write, side_effect, two_copies
+from . import locked_get_or_create, read_modify_write, side_effect, two_copies, unkeyed_get_or_create
 
 SUBSCRIPTIONS: dict[EventKind, tuple[Handler, ...]] = {
     EventKind.FOR_UPDATE_READ: (lock_outside_transaction.on_locked_read, locked_get_or_create.on_locked_read),
@@ -27,7 +27,7 @@ SUBSCRIPTIONS: dict[EventKind, tuple[Handler, ...]] = {
     EventKind.STORE: (claim.on_store,),
     EventKind.ACT: (check_then_act.on_act,),
     EventKind.SIDE_EFFECT: (side_effect.on_side_effect,),
-    EventKind.CALL: (consume.on_call,),
+    EventKind.CALL: (consume.on_call, unkeyed_get_or_create.on_call),
     EventKind.SELECTED_ROWS_UPDATED: (claim.on_selected_rows_updated,),
     EventKind.AGGREGATE_STORED: (check_then_act.on_aggregate_stored,),
     EventKind.FUNCTION_END: (claim.on_function_end, get_or_create.on_function_end, lazy_lock.on_function_end),

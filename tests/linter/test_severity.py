@@ -83,6 +83,14 @@ WEAK = {
             member.settings = {**member.settings, **patch}
             member.save()
         """, "TXN102", Severity.LOW, ("owned", "`User`")),
+    "an owned get-except-create stays medium": ("""\
+        def add_email(user, email):
+            try:
+                address = Cart.objects.get(user=user, email=email)
+            except Cart.DoesNotExist:
+                address = Cart.objects.create(user=user, email=email)
+            return address
+        """, "TXN105", Severity.MEDIUM, ("owned", "raise from then on")),
     "a configuration row": ("""\
         def patch_config(patch):
             config = ApplicationConfig.objects.get(pk=1)

@@ -252,11 +252,14 @@ class ReadFacts:
             self.row_locks.append((line, None))
 
     def new_entity(self, name: str, info: GetInfo, line: int, source: str = "get") -> Entity:
-        ent = Entity(name, line, tuple(self.stack), source, model=info.model, getter=info.getter,
+        model = info.model
+        if model == "cls" and self.is_method:
+            model = self.qualname.split(".", 1)[0]      # ``cls.query.get(pk)`` in a classmethod
+        ent = Entity(name, line, tuple(self.stack), source, model=model, getter=info.getter,
                      key=info.key, framework=info.framework, for_update=info.for_update,
                      locked_read=info.locked, maybe_none=info.maybe_none,
-                     versioned=bool(info.model and info.model in self.mod.info.versioned),
-                     session=getattr(info, "session", None), policy=self.mod.policy_of(info.model),
+                     versioned=bool(model and model in self.mod.info.versioned),
+                     session=getattr(info, "session", None), policy=self.mod.policy_of(model),
                      lookup=info.lookup, lookup_values=info.lookup_values, state=info.state)
         self.entities[name] = ent
         self.emit(RowRead(line, tuple(self.stack), ent))

@@ -27,6 +27,8 @@ CKAN site), as a Django management command is.
 Flask app factory (``create_app``, ``make_app``), ``@app.before_first_request`` and Quart's
 ``@app.before_serving``, FastAPI's and Starlette's ``@app.on_event("startup")``, a
 ``lifespan=`` handler or ``on_startup=[...]`` callbacks, aiohttp's ``app.on_startup.append(f)``.
+So is a function the project calls only from some module's top-level code
+(``configure_server()`` at the bottom of ``main.py``): it runs as the module is imported.
 Each process runs it once before it serves a request, so two copies meet only when two
 processes boot in the same instant (a preference row registered, a default group created).
 
@@ -77,6 +79,8 @@ class Reference:
     path: str
     #: the qualified name of the function the reference is in (None: module or class level)
     caller: Optional[str]
+    #: a call made by the module's own top-level code: it runs once, as the module is imported
+    at_import: bool = False
 
 
 #: modules whose ``@x.command`` / ``@x.group`` decorators make command-line commands
@@ -185,12 +189,13 @@ class CallGraph:
         self.commands: set[tuple[str, str]] = set()
         #: code each process runs once as it starts
         self.startup: set[tuple[str, str]] = set()
-        seen: list[tuple[str, str, Optional[str]]] = []
+        seen: list[tuple[str, str, Optional[str], bool]] = []
         connected: set[str] = set()         # ``post_migrate.connect(handler)``
         started: set[str] = set()           # ``FastAPI(lifespan=lifespan)``
         for path, tree in modules:
             cli = _imports_cli(tree)
             bases: dict[Optional[str], tuple[str, ...]] = {None: ()}
+            called_at_import: set[int] = set()      # ``configure_server()`` at module level
             for node, scope in _walk(tree):
                 if isinstance(node, ast.ClassDef):
                     qualname = f"{scope}.{node.name}" if scope else node.name
@@ -202,12 +207,14 @@ class CallGraph:
                         last_name(node.func.value) in _MIGRATE_SIGNALS and node.args:
                     connected.add(last_name(node.args[0]))
                 elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
-                    seen.append((path, last_name(node), scope))
+                    seen.append((path, last_name(node), scope, id(node) in called_at_import))
                 if isinstance(node, ast.Call):
                     started.update(_startup_handlers(node))
-        for path, name, scope in seen:
+                    if scope is None:
+                        called_at_import.add(id(node.func))
+        for path, name, scope, at_import in seen:
             if name in self.definitions and name not in connected:
-                self.references[name].append(Reference(path, scope))
+                self.references[name].append(Reference(path, scope, at_import))
         for names, into in ((connected, self.migrate_receivers), (started, self.startup)):
             for name in names:
                 into.update((d.path, d.qualname) for d in self.definitions.get(name, ()))
@@ -245,6 +252,8 @@ def quiet_functions(modules: Iterable[tuple[str, ast.AST]], roles: Mapping[str, 
         role = roles.get(ref.path)
         if role in quiet_roles:
             return quiet_roles[role]
+        if ref.at_import:
+            return QuietGroup.STARTUP
         scope = ref.caller
         while scope:                       # a reference in a nested function or a method
             if (ref.path, scope) in found:

@@ -185,6 +185,16 @@ STARTUP_HOOKS = {
         app = web.Application()
         app.on_startup.append(seed)
         """),
+    "called-at-import": ("cms/main.py", """\
+        from cms.api import seed_page
+
+
+        def configure_server():
+            seed_page("home")
+
+
+        configure_server()
+        """),
 }
 
 
@@ -212,6 +222,20 @@ def test_a_function_called_at_startup_and_by_a_view_stays_reported(tmp_path, cap
 
         def add_page(request):
             seed_page(request.POST["slug"])
+        """)
+    assert any(line.startswith("cms/api.py:") for line in run(tmp_path, capsys, monkeypatch))
+
+
+def test_a_function_handed_on_at_module_level_is_not_called_at_import(tmp_path, capsys, monkeypatch):
+    # ``path("seed/", seed_view)``: the view is referenced at import, called per request
+    write(tmp_path, "pyproject.toml", "[tool.txnsafety]\n")
+    write(tmp_path, "cms/api.py", SEED)
+    write(tmp_path, "cms/urls.py", """\
+        from django.urls import path
+
+        from cms.api import seed_page
+
+        urlpatterns = [path("seed/<slug>/", seed_page)]
         """)
     assert any(line.startswith("cms/api.py:") for line in run(tmp_path, capsys, monkeypatch))
 

@@ -97,6 +97,14 @@ WEAK = {
             config.api_set = {**config.api_set, **patch}
             config.save()
         """, "TXN102", Severity.LOW, ("owned", "configuration")),
+    "a configuration row read through cls": ("""\
+        class ApplicationConfig(db.Model):
+            @classmethod
+            def create_or_update(cls, session, data):
+                config = session.query(cls).first()
+                config.api_set = {**config.api_set, **data}
+                session.commit()
+        """, "TXN102", Severity.LOW, ("owned", "`ApplicationConfig`")),
     "a configuration row's limit stays medium": ("""\
         def use_seat(pk):
             config = ApplicationConfig.objects.get(pk=pk)

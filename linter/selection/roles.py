@@ -9,7 +9,9 @@ CLI commands (``__main__.py``, a ``cli.py`` module or a ``cli/`` package, where 
 and Flask keep their commands) are left out too (``--include-commands``): measured on real
 projects, what they held were imports and setup steps run once by hand.  A command that
 cron runs beside requests races like a view: show it with ``per-file-roles`` (role
-``app``) or ``include-commands``.
+``app``) or ``include-commands``.  Startup code (``AppConfig.ready()``, an app factory, a
+lifespan handler, and what only it calls) is a group of its own, found by its callers
+(``project/callers.py``; ``--include-startup``), not by its file.
 
 :func:`classify` is the one classifier, used by ``txnsafety lint``, the flake8 plugin and
 the corpus benchmark.  Patterns are gitignore-style (``pathspec``) and are matched against

@@ -24,6 +24,11 @@ _ORM_ONLY_CALLS = {"relationship", "column_property", "synonym", "composite", "a
                    "deferred", "query_expression", "relation", "backref", "dynamic_loader"}
 _BASES = {"DeclarativeBase", "DeclarativeBaseNoMeta", "object", "AsyncAttrs"}
 _MAX_DEPTH = 4
+#: txnsafety's write-policy decorators: they register the class, its constructor is untouched
+_POLICY_DECORATORS = {"never_written", "abstract", "embedded", "written_once", "written_in_transaction",
+                      "written_with_user_lock", "written_in_transaction_or_user_lock",
+                      "written_by_single_writer", "dangerously_written_outside_transaction",
+                      "dangerously_written_outside_transaction_or_user_lock", "versioned"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +122,7 @@ def _listened(where: ModelModule, model: str) -> bool:
 
 def _class_problem(cls: ast.ClassDef) -> Optional[str]:
     """What in the class body the ORM runs for a new object and Core does not."""
-    if cls.decorator_list:
+    if any(_call_name(d) not in _POLICY_DECORATORS for d in cls.decorator_list):
         return f"`{cls.name}` is decorated (mapped by a decorator): its constructor is not seen"
     for stmt in cls.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -110,7 +110,8 @@ def test_the_select_lookups_become_the_same_insert(tmp_path, check):
 
 
 def test_a_count_tested_for_zero_is_a_lookup_too(tmp_path):
-    path = project(tmp_path, "from sqlalchemy import func, select\n\nfrom app.models import Tag\n\n\n" + textwrap.dedent("""\
+    head = "from sqlalchemy import func, select\n\nfrom app.models import Tag\n\n\n"
+    path = project(tmp_path, head + textwrap.dedent("""\
         def add_tag(session, name, color):
             used = session.scalar(select(func.count()).select_from(Tag).where(Tag.name == name))
             work()
@@ -255,7 +256,8 @@ def test_no_fix_for_mapper_events_a_dataclass_base_or_an_unseen_class(tmp_path):
             if session.query(Tag).filter_by(name=name).first() is None:
                 session.add(Tag(name=name))
         """)
-    events = MODELS.rstrip(" ") + "\n\n    @event.listens_for(Tag, \"before_insert\")\n    def stamp(mapper, conn, tag):\n" \
+    events = MODELS.rstrip(" ") + "\n\n    @event.listens_for(Tag, \"before_insert\")\n" \
+        "    def stamp(mapper, conn, tag):\n" \
         "        tag.color = \"blue\"\n"
     dataclass = MODELS.replace("class Base(DeclarativeBase):", "class Base(MappedAsDataclass, DeclarativeBase):")
     for models, reason in ((events, "mapper events"), (dataclass, "dataclass")):

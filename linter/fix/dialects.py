@@ -3,10 +3,11 @@
 or ``sqlalchemy.dialects.sqlite.insert``.
 
 The project's own modules say it: an import of ``sqlalchemy.dialects.postgresql`` (a
-``JSONB``, an ``insert``) or ``sqlalchemy.dialects.sqlite``, else a database URL written in
-the code (``create_engine("postgresql+psycopg://...")``).  Tests are left out (a project
-on PostgreSQL often tests on SQLite).  Exactly one dialect named is the answer; none, or
-both (a project that runs on either), is no answer, and the fix declines rather than guess."""
+``JSONB``, an ``insert``) or ``sqlalchemy.dialects.sqlite``, and the database URLs written in
+the code (``create_engine("postgresql+psycopg://...")``).  Tests are left out (a project on
+PostgreSQL often tests on SQLite).  Exactly one dialect named is the answer; none, or both (a
+project that runs on either, or a development default of ``sqlite:///dev.db``), is no
+answer, and the fix declines rather than guess."""
 from __future__ import annotations
 
 import dataclasses
@@ -36,16 +37,13 @@ class DialectEvidence:
 
     @property
     def dialect(self) -> Optional[str]:
-        """The one dialect the project is on, or None when it cannot be told."""
-        for named in (self.imported, self.in_urls):
-            if len(named) == 1:
-                return next(iter(named))
-            if named:
-                return None             # both: the project runs on either
-        return None
+        """The one dialect the project is on, or None when it cannot be told (none named,
+        or both: a project that runs on either, a development default among them)."""
+        named = self.imported | self.in_urls
+        return next(iter(named)) if len(named) == 1 else None
 
     def why_unknown(self) -> str:
-        named = self.imported or self.in_urls
+        named = self.imported | self.in_urls
         if named:
             return (f"the project uses both {' and '.join(sorted(named))}: the insert's dialect "
                     f"cannot be chosen for it")

@@ -281,6 +281,11 @@ def test_no_fix_when_the_dialect_cannot_be_told(tmp_path):
     both = "from sqlalchemy.dialects import postgresql, sqlite"
     fix, after = fix_txn105(project(tmp_path / "both", source, dialect_import=both))
     assert fix.applicability is Applicability.NONE and "both postgresql and sqlite" in fix.description
+    # PostgreSQL's types imported, a SQLite URL as the development default: both
+    path = project(tmp_path / "dev", source)
+    (path.parent / "settings.py").write_text('URL = os.environ.get("DATABASE_URL", "sqlite:///dev.db")\n')
+    fix, after = fix_txn105(path)
+    assert fix.applicability is Applicability.NONE and "both postgresql and sqlite" in fix.description
 
 
 def test_tests_of_the_project_do_not_choose_its_dialect(tmp_path):

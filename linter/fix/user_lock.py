@@ -204,7 +204,7 @@ def _wrap(src: FileSource, read: Located, last: int, model: str, key: cst.BaseEx
     commit = "the save" if framework == "django" else "the commit"
     note = (f"user_write_lock() needs the lock service in every process that writes `{model}` "
             f"(txnsafety.locks.configure(url=...) or TXNSAFETY_LOCK_URL: the default memory:// "
-            f"locks within one process only), and every other writer of a `{model}` row must take "
+            f"locks within one process only), and every other writer of `{model}` rows must take "
             f"the same lock ({ident})")
     if framework == "django":
         note += "; under ATOMIC_REQUESTS take it before the request's transaction begins"

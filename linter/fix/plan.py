@@ -76,7 +76,7 @@ def fix_for(src: FileSource, finding: Finding, recheck: Optional[Recheck] = None
         if fix is not None and fix.edits and not _holds(src, finding, fix, recheck):
             fix = None
         if fix is not None:
-            return fix
+            return dataclasses.replace(fix, kind=fixer.__module__.rsplit(".", 1)[-1]) if fix.edits else fix
     return fix_for_nothing(finding)
 
 

@@ -2,9 +2,10 @@
 ``on_conflict_do_nothing()`` fix needs to choose ``sqlalchemy.dialects.postgresql.insert``
 or ``sqlalchemy.dialects.sqlite.insert``.
 
-The project's own modules say it: an import of ``sqlalchemy.dialects.postgresql`` (a
-``JSONB``, an ``insert``) or ``sqlalchemy.dialects.sqlite``, and the database URLs written in
-the code (``create_engine("postgresql+psycopg://...")``).  Tests are left out (a project on
+A module that imports one dialect (``from sqlalchemy.dialects.postgresql import JSONB``) is
+written for that database already, and that is the answer.  Otherwise the project's own
+modules say it: their imports of ``sqlalchemy.dialects.postgresql`` or ``.sqlite``, and the
+database URLs written in the code (``create_engine("postgresql+psycopg://...")``).  Tests are left out (a project on
 PostgreSQL often tests on SQLite).  Exactly one dialect named is the answer; none, or both (a
 project that runs on either, or a development default of ``sqlite:///dev.db``), is no
 answer, and the fix declines rather than guess."""
@@ -121,6 +122,8 @@ def project_dialect(path: str, text: str) -> DialectEvidence:
     """What the module at ``path`` (its current ``text``) and its project's other modules
     say about the database."""
     imported, urls = dialects_in(text)
+    if len(imported) == 1:              # the module is written for that database already
+        return DialectEvidence(frozenset(imported), frozenset())
     root = project_root(path) if os.path.exists(path) else None
     if root is not None:
         more = _scan(root)

@@ -288,6 +288,18 @@ def test_no_fix_when_the_dialect_cannot_be_told(tmp_path):
     assert fix.applicability is Applicability.NONE and "both postgresql and sqlite" in fix.description
 
 
+def test_a_module_that_imports_one_dialect_is_written_for_it(tmp_path):
+    source = "from sqlalchemy.dialects.sqlite import JSON\n" + body("""\
+        def add_tag(session, name):
+            if session.query(Tag).filter_by(name=name).first() is None:
+                session.add(Tag(name=name))
+        """)
+    both = "from sqlalchemy.dialects import postgresql, sqlite"
+    fix, after = fix_txn105(project(tmp_path, source, dialect_import=both))
+    assert fix.applicability is Applicability.UNSAFE and "(sqlite)" in fix.description
+    assert "from sqlalchemy.dialects.sqlite import insert\n" in after
+
+
 def test_tests_of_the_project_do_not_choose_its_dialect(tmp_path):
     """A project on PostgreSQL that tests on SQLite is on PostgreSQL."""
     source = body("""\

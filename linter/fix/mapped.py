@@ -37,9 +37,10 @@ class ModelModule:
 
     tree: ast.Module
     path: Optional[str]
+    text: str = ""
 
 
-def _call_name(node: ast.AST) -> str:
+def call_name(node: ast.AST) -> str:
     func = node.func if isinstance(node, ast.Call) else node
     if isinstance(func, ast.Attribute):
         return func.attr
@@ -77,7 +78,8 @@ def _module_path(module: str, level: int, importer: Optional[str]) -> Optional[s
 def _parse(path: str) -> Optional[ModelModule]:
     try:
         with open(path, encoding="utf-8") as fh:
-            return ModelModule(ast.parse(fh.read()), path)
+            text = fh.read()
+        return ModelModule(ast.parse(text), path, text)
     except (OSError, SyntaxError, ValueError):
         return None
 
@@ -105,7 +107,7 @@ def _declarative_names(where: ModelModule) -> set[str]:
     out = set()
     for stmt in where.tree.body:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) \
-                and _call_name(stmt.value) in ("declarative_base", "generate_base"):
+                and call_name(stmt.value) in ("declarative_base", "generate_base"):
             out.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
     return out
 
@@ -114,7 +116,7 @@ def _listened(where: ModelModule, model: str) -> bool:
     """Whether ``where`` registers a mapper event for ``model``
     (``@event.listens_for(Model, ...)``, ``event.listen(Model, ...)``)."""
     for node in ast.walk(where.tree):
-        if isinstance(node, ast.Call) and _call_name(node) in ("listens_for", "listen") and node.args \
+        if isinstance(node, ast.Call) and call_name(node) in ("listens_for", "listen") and node.args \
                 and isinstance(node.args[0], ast.Name) and node.args[0].id == model:
             return True
     return False
@@ -122,13 +124,13 @@ def _listened(where: ModelModule, model: str) -> bool:
 
 def _class_problem(cls: ast.ClassDef) -> Optional[str]:
     """What in the class body the ORM runs for a new object and Core does not."""
-    if any(_call_name(d) not in _POLICY_DECORATORS for d in cls.decorator_list):
+    if any(call_name(d) not in _POLICY_DECORATORS for d in cls.decorator_list):
         return f"`{cls.name}` is decorated (mapped by a decorator): its constructor is not seen"
     for stmt in cls.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if stmt.name == "__init__":
                 return f"`{cls.name}` has its own __init__, which an insert() would not run"
-            if any(_call_name(d) == "validates" for d in stmt.decorator_list):
+            if any(call_name(d) == "validates" for d in stmt.decorator_list):
                 return f"`{cls.name}` validates attributes in Python (@validates)"
         targets = stmt.targets if isinstance(stmt, ast.Assign) else \
             [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
@@ -157,7 +159,7 @@ def _columns(cls: ast.ClassDef) -> dict[str, bool]:
 
 
 def _plain_column(value: ast.AST) -> bool:
-    if not isinstance(value, ast.Call) or _call_name(value) not in _COLUMN_CALLS:
+    if not isinstance(value, ast.Call) or call_name(value) not in _COLUMN_CALLS:
         return False
     named = value.args and isinstance(value.args[0], ast.Constant) and isinstance(value.args[0].value, str)
     return not named

@@ -154,7 +154,7 @@ def sqlalchemy_insert_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     if evidence.dialect is None:
         return no_fix("no mechanical fix: " + evidence.why_unknown())
     problem = core_insert_problem(model, [a.keyword.value for a in args],   # type: ignore[union-attr]
-                                  ModelModule(_ast_of(src), src.path))
+                                  ModelModule(_ast_of(src), src.path, src.text))
     if problem is not None:
         return no_fix("no mechanical fix: " + problem)
     return _rewrite(src, outer, guard, bound_at, found, session, model, args, evidence.dialect)

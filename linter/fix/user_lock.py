@@ -21,10 +21,12 @@ or a number, so the lock id is known before the read.  The read and the statemen
 writes (or holds the write) must lie in one block of the function, and the write must
 commit inside the wrap: a Django read inside ``transaction.atomic()`` or a SQLAlchemy one
 inside ``session.begin()`` would release the lock before the commit, and is declined, as
-are ``async`` functions, generators, and models whose policy names their own lock id
-(``@written_with_user_lock(fn)``)."""
+are ``async`` functions and generators.  A model whose policy names its lock
+(``@written_with_user_lock(fn)``) gets exactly that lock (:mod:`.policy_lock`), read by the
+attribute ``fn`` reads, or no fix; one protected by a transaction only gets none."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Optional
 
@@ -36,6 +38,7 @@ from .imports import binding, with_import
 from .lock_scope import suspends
 from .locked_read import in_atomic, read_of
 from .model import Applicability, Fix
+from .policy_lock import policy_lock_id
 from .shapes import django_manager_root
 from .source import FileSource, Located
 
@@ -54,8 +57,20 @@ def _plain_key(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Attribute) and _plain_key(node.value)
 
 
-def primary_key_read(value: cst.BaseExpression) -> Optional[tuple[str, cst.BaseExpression, str]]:
-    """(model, key, framework) of a read of one row by its primary key."""
+@dataclasses.dataclass(frozen=True)
+class RowRead:
+    """A read of one row: ``model``, the ``key`` it is looked up by, ``framework``, and
+    ``field``: the Django lookup's keyword (``pk``, ``id``, ``user_id``), None for a
+    SQLAlchemy read by primary key."""
+
+    model: str
+    key: cst.BaseExpression
+    framework: str
+    field: Optional[str] = None
+
+
+def row_read(value: cst.BaseExpression) -> Optional[RowRead]:
+    """The one row ``value`` reads by one exact lookup (Django) or by primary key (SQLAlchemy)."""
     if not isinstance(value, cst.Call):
         return None
     args = list(value.args)
@@ -63,27 +78,27 @@ def primary_key_read(value: cst.BaseExpression) -> Optional[tuple[str, cst.BaseE
     func = value.func
     name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
     if name == "get" and isinstance(func, cst.Attribute) and len(args) == 1 and args[0].keyword is not None \
-            and args[0].keyword.value in ("pk", "id"):
+            and "__" not in args[0].keyword.value:
         root = django_manager_root(value)
         if root is not None:
-            return root[0], args[0].value, "django"
+            return RowRead(root[0], args[0].value, "django", args[0].keyword.value)
     first = positional[0] if positional else None
     if name == "get_object_or_404" and len(args) == 2 and isinstance(first, cst.Name) \
-            and args[1].keyword is not None and args[1].keyword.value in ("pk", "id"):
-        return positional[0].value, args[1].value, "django"                 # type: ignore[union-attr]
+            and args[1].keyword is not None and "__" not in args[1].keyword.value:
+        return RowRead(first.value, args[1].value, "django", args[1].keyword.value)
     if any(a.keyword or a.star for a in args):
         return None
     if name == "get" and len(positional) == 2 and isinstance(positional[0], cst.Name):
-        return positional[0].value, positional[1], "sqlalchemy"             # session.get(M, key)
+        return RowRead(positional[0].value, positional[1], "sqlalchemy")             # session.get(M, key)
     if name in ("get", "get_or_404") and len(positional) == 1 and isinstance(func, cst.Attribute):
         receiver = func.value
         if isinstance(receiver, cst.Attribute) and receiver.attr.value == "query" \
                 and isinstance(receiver.value, cst.Name):
-            return receiver.value.value, positional[0], "sqlalchemy"        # M.query.get(key)
+            return RowRead(receiver.value.value, positional[0], "sqlalchemy")        # M.query.get(key)
         if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) \
                 and receiver.func.attr.value == "query" and len(receiver.args) == 1 \
                 and isinstance(receiver.args[0].value, cst.Name) and name == "get":
-            return receiver.args[0].value.value, positional[0], "sqlalchemy"   # session.query(M).get(key)
+            return RowRead(receiver.args[0].value.value, positional[0], "sqlalchemy")   # query(M).get(key)
     return None
 
 
@@ -164,12 +179,19 @@ def user_lock_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     function = read.function
     if function is None or read.function is not write.function:
         return None
-    if _POLICY.search(finding.message):
-        return None                     # the policy names the lock (or says a lock does not count)
-    pk_read = primary_key_read(assign.value)
-    if pk_read is None or not _plain_key(pk_read[1]):
+    read_row = row_read(assign.value)
+    if read_row is None or not _plain_key(read_row.key):
         return None
-    model, key, framework = pk_read
+    model, key, framework = read_row.model, read_row.key, read_row.framework
+    policy = _POLICY.search(finding.message)
+    if policy is not None and policy.group(1) != "written_with_user_lock":
+        return None                     # a transaction is what protects it: a lock does not count
+    if policy is not None:              # the policy names the lock: take exactly that one
+        ident = policy_lock_id(src, model, read_row.field, key)
+    else:
+        ident = lock_id(model, key) if read_row.field in (None, "pk", "id") else None
+    if ident is None:
+        return None
     last = _last_index(src, read, write)
     if last is None:
         return None                     # the write is not in a statement of the read's block
@@ -181,17 +203,16 @@ def user_lock_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
         return None                     # the lock would be released before the commit
     if framework == "sqlalchemy" and (_begins(src, function, line) or not _commits(src, wrapped)):
         return None
-    return _wrap(src, read, last, model, key, framework)
+    return _wrap(src, read, last, model, ident, framework, policy is not None)
 
 
-def _wrap(src: FileSource, read: Located, last: int, model: str, key: cst.BaseExpression,
-          framework: str) -> Optional[Fix]:
+def _wrap(src: FileSource, read: Located, last: int, model: str, ident: str, framework: str,
+          declared: bool) -> Optional[Fix]:
     found = binding(src.module, LOCKS, "user_write_lock")
     if found is False:
         return None
     body = list(read.block.body)
     wrapped = [body[read.index].with_changes(leading_lines=[]), *body[read.index + 1:last + 1]]
-    ident = lock_id(model, key)
     block = cst.parse_statement(f"with user_write_lock({ident}):\n    pass\n",
                                 config=src.module.config_for_parsing)
     assert isinstance(block, cst.With)
@@ -206,6 +227,8 @@ def _wrap(src: FileSource, read: Located, last: int, model: str, key: cst.BaseEx
             f"(txnsafety.locks.configure(url=...) or TXNSAFETY_LOCK_URL: the default memory:// "
             f"locks within one process only), and every other writer of `{model}` rows must take "
             f"the same lock ({ident})")
+    if declared:
+        note = note.replace("must take the same lock", "must take the same lock, the one its policy names")
     if framework == "django":
         note += "; under ATOMIC_REQUESTS take it before the request's transaction begins"
     return Fix(f"hold `user_write_lock({ident})` from the read of `{model}` to {commit} "

@@ -11,6 +11,7 @@ appears or disappears shows here."""
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import threading
 import types
@@ -24,10 +25,16 @@ from txnsafety_lab.catalog import CLASSES, find
 from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.facts.config import Config
 from txnsafety_lint.fix.apply import fixed
+from txnsafety_lint.fix.edits import apply_edits
 from txnsafety_lint.fix.model import Applicability
+from txnsafety_lint.fix.source import FileSource
+from txnsafety_lint.fix.user_lock import user_lock_fix
 from txnsafety_lint.fix.plan import plan_file
 from txnsafety_lint.fixing import rechecker
 from txnsafety_lint.report.identity import with_functions
+from txnsafety_lint.runner import lint_paths
+from txnsafety_lint.selection.roles import QuietGroup
+from txnsafety_lint.selection.settings import load_settings
 
 from .test_lab import N, damage, run_concurrently, stored
 
@@ -124,3 +131,43 @@ def test_the_lab_itself_gets_no_insert_fix_it_runs_on_either_database():
     plan = plan_file(src_path, findings, rechecker(Config()))
     (fix,) = [fix for f, fix in plan.fixes.items() if f.function == "redeem_voucher_racy"]
     assert fix.applicability is Applicability.NONE and "both postgresql and sqlite" in fix.description
+
+
+@functools.lru_cache(maxsize=1)
+def project_findings() -> tuple:
+    """The handlers' findings as ``txnsafety lint`` reports them inside the project (the
+    models' policies known: ``Balance`` is declared ``@written_with_user_lock``)."""
+    root = Path(__file__).resolve().parents[2]
+    settings = load_settings(str(root))
+    settings.include.update(QuietGroup)
+    run = lint_paths([endpoints.__file__], settings, cache=False)
+    source = Path(endpoints.__file__).read_text(encoding="utf-8")
+    return tuple(with_functions(run.findings, ast.parse(source)))
+
+
+def test_unprotected_held_under_the_user_write_lock_loses_nothing(lab, txnsafety_violations):
+    """The user-write-lock fix (unsafe) on the unprotected class's handler, applied alone (a
+    full run gives that counter the atomic update first): it takes the lock the model's policy
+    names, from the read to the commit, and the runtime checker, which compares that lock,
+    reports nothing."""
+    racy = find("unprotected").racy
+    barrier = threading.Barrier(N)
+    lab.pause_hook = lambda: barrier.wait(30)
+    assert run_concurrently(lab, racy.handler) == []
+    assert damage(lab, racy) == N - 1                    # before: N-1 top-ups lost
+    reported = len(txnsafety_violations.codes())
+
+    finding = next(f for f in project_findings() if f.function == "top_up_racy")
+    src = FileSource.read(endpoints.__file__)
+    fix = user_lock_fix(src, finding)
+    assert fix is not None and fix.applicability is Applicability.UNSAFE
+    assert 'user_write_lock(f"user:{user_id}")' in fix.description and "policy names" in fix.note
+    module = types.ModuleType("txnsafety_lab.endpoints_locked")
+    module.__package__ = "txnsafety_lab"
+    exec(compile(apply_edits(src.text, fix.edits), endpoints.__file__, "exec"), module.__dict__)
+    lab.reset()
+    lab.pause_hook = None
+    lab.think = 0.003                   # the lock serialises them: real overlap, as test_lab's twins
+    assert run_concurrently(lab, module.top_up_racy) == []
+    assert damage(lab, racy) == 0, "the handler under the lock lost top-ups"
+    assert len(txnsafety_violations.codes()) == reported

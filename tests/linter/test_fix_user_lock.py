@@ -3,13 +3,19 @@ locked read does not reach is held under ``user_write_lock(f"model:{pk}")`` from
 the write, and every shape that cannot be wrapped cleanly gets no such fix."""
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.facts.config import Config
+from txnsafety_lint.fix.edits import apply_edits
+from txnsafety_lint.fix.plan import fix_for
 from txnsafety_lint.fix.source import FileSource
 from txnsafety_lint.fix.model import Applicability
 from txnsafety_lint.fix.user_lock import user_lock_fix
+from txnsafety_lint.fixing import rechecker
+from txnsafety_lint.report.identity import with_functions
 
 from .test_fix_rewrites import fixes, only
 
@@ -158,3 +164,53 @@ def test_a_read_inside_a_transaction_is_not_wrapped():
     cfg = Config().update({"enable": ["TXN109"]})
     (finding,) = [f for f in analyze_source(source, cfg, "m.py") if f.code == "TXN109"]
     assert user_lock_fix(FileSource("m.py", source.encode()), finding) is None
+
+
+POLICY_MODEL = """\
+import txnsafety
+from django.db import models
+
+
+def points_lock(points):
+    \"\"\"One lock per user.\"\"\"
+    return f"user:{points.user_id}"
+
+
+@txnsafety.written_with_user_lock({fn})
+class UserPoints(models.Model):
+    user_id = models.IntegerField(unique=True)
+    badges = models.JSONField(default=list)
+
+
+def award(uid, badge):
+    points = UserPoints.objects.get({lookup})
+    points.badges = points.badges + [badge]
+    points.save()
+"""
+
+
+@pytest.mark.parametrize("fn, lock", [("lambda p: p.user_id", "uid"), ("points_lock", 'f"user:{uid}"')])
+def test_a_model_whose_policy_names_its_lock_gets_exactly_that_lock(fn, lock):
+    source = POLICY_MODEL.replace("{fn}", fn).replace("{lookup}", "user_id=uid")
+    # checked as the command checks it: the locked read first, refused (a transaction does
+    # not protect a model declared with a lock: the linter still reports it), then the lock
+    src = FileSource("m.py", source.encode())
+    found = with_functions(analyze_source(source, Config(), "m.py"), ast.parse(source))
+    (fix,) = [fix_for(src, f, rechecker(Config())) for f in found if f.code == "TXN102"]
+    after = apply_edits(source, fix.edits)
+    assert fix.applicability is Applicability.UNSAFE, fix.description
+    assert f"    with user_write_lock({lock}):\n        points = UserPoints.objects.get(user_id=uid)\n" in after
+    assert "the one its policy names" in fix.note
+
+
+@pytest.mark.parametrize("fn, lookup", [
+    ("lambda p: p.user_id", "pk=uid"),                      # looked up by another column
+    ("lambda p: f'{p.user_id}:{p.pk}'", "user_id=uid"),     # two attributes
+    ("lambda p: str(p.user_id)", "user_id=uid"),            # a call
+    ("lambda p: PREFIX + p.user_id", "user_id=uid"),        # another name
+])
+def test_no_lock_when_the_policy_lock_cannot_be_written_before_the_read(fn, lookup):
+    source = POLICY_MODEL.replace("{fn}", fn).replace("{lookup}", lookup)
+    for fix, after in fixes(source, "TXN102", user_lock_fix):
+        assert fix is None, fn
+        assert after == source

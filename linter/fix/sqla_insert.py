@@ -20,6 +20,7 @@ constructor, defaults, relationships or events the ORM runs and Core would not
 (:mod:`.mapped`)."""
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import libcst as cst
@@ -154,7 +155,7 @@ def sqlalchemy_insert_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     if evidence.dialect is None:
         return no_fix("no mechanical fix: " + evidence.why_unknown())
     problem = core_insert_problem(model, [a.keyword.value for a in args],   # type: ignore[union-attr]
-                                  ModelModule(_ast_of(src), src.path, src.text))
+                                  ModelModule(ast.parse(src.text), src.path, src.text))
     if problem is not None:
         return no_fix("no mechanical fix: " + problem)
     return _rewrite(src, outer, guard, bound_at, found, session, model, args, evidence.dialect)
@@ -163,6 +164,8 @@ def sqlalchemy_insert_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
 def _declined(src: FileSource, loc: Located, guard: cst.If, found: Lookup, session: str, model: str,
               args: list[cst.Arg]) -> str:
     """Why the shape is not rewritten ("" when it is)."""
+    if loc.function is not None and loc.function.asynchronous is not None:
+        return "an async function: the insert would need an await the add did not"
     if guard.orelse is not None:
         return "the check has an else branch"
     if len(loc.block.body) != 1:
@@ -175,11 +178,6 @@ def _declined(src: FileSource, loc: Located, guard: cst.If, found: Lookup, sessi
     if any(values.get(k) != v for k, v in found.keys):
         return "the new row does not set the looked-up columns to the looked-up values"
     return ""
-
-
-def _ast_of(src: FileSource):
-    import ast
-    return ast.parse(src.text)
 
 
 def _insert_name(module: cst.Module, dialect: str) -> Optional[tuple[str, bool]]:

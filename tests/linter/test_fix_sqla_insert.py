@@ -200,6 +200,11 @@ DECLINED = {
                 session.add(Tag(name=name))
                 session.commit()
         """,
+    "an async function": """\
+        async def add_tag(session, name):
+            if session.query(Tag).filter_by(name=name).first() is None:
+                session.add(Tag(name=name))
+        """,
     "other values": """\
         def add_tag(session, name):
             if session.query(Tag).filter_by(name=name).first() is None:

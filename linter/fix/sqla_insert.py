@@ -34,7 +34,7 @@ from .model import Applicability, Fix, no_fix
 from .shapes import only_small
 from .source import FileSource, Located
 from .sqla_lookups import Lookup, lookup
-from .uses import names_in, uses_of
+from .uses import has_call, names_in, uses_of
 
 
 def _added(stmt: cst.CSTNode) -> Optional[tuple[str, str, list[cst.Arg]]]:
@@ -177,6 +177,9 @@ def _declined(src: FileSource, loc: Located, guard: cst.If, found: Lookup, sessi
     values = {a.keyword.value: src.code(a.value) for a in args}                 # type: ignore[union-attr]
     if any(values.get(k) != v for k, v in found.keys):
         return "the new row does not set the looked-up columns to the looked-up values"
+    keyed = {k for k, _v in found.keys}
+    if any(has_call(a.value) for a in args if a.keyword is not None and a.keyword.value in keyed):
+        return "a looked-up value runs code (evaluated twice before, once after)"
     return ""
 
 

@@ -210,6 +210,11 @@ DECLINED = {
             if session.query(Tag).filter_by(name=name).first() is None:
                 session.add(Tag(name=name.lower()))
         """,
+    "a looked-up value that runs code": """\
+        def add_tag(session):
+            if session.query(Tag).filter_by(name=make_name()).first() is None:
+                session.add(Tag(name=make_name()))
+        """,
     "a relationship set in Python": """\
         def add_tag(session, name, user):
             if session.query(Tag).filter_by(name=name).first() is None:

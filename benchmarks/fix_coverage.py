@@ -42,6 +42,9 @@ class PlannedFinding:
     line: int
     code: str
     applicability: str
+    #: the fixer that wrote the fix (``counters``, ``locked_read``, ``user_lock``,
+    #: ``sqla_insert``, ...), "" when none is offered
+    fixer: str = ""
 
 
 @dataclasses.dataclass
@@ -50,6 +53,8 @@ class Coverage:
 
     everything: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(collections.Counter))
     true_positives: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(collections.Counter))
+    #: fixes offered per code, by the fixer that wrote them
+    by_fixer: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(collections.Counter))
     #: findings the toml does not judge (the linter changed since it was judged)
     unjudged: int = 0
 
@@ -58,6 +63,8 @@ class Coverage:
             if f.applicability not in GRADES:
                 raise ValueError(f"{f.path}:{f.line}: unknown applicability {f.applicability!r}")
             self.everything[f.code][f.applicability] += 1
+            if f.fixer:
+                self.by_fixer[f.code][f.fixer] += 1
             judged = judgments.get((f.path, f.line, f.code))
             if judged is None:
                 self.unjudged += 1
@@ -83,6 +90,16 @@ def table(counts: Mapping[str, collections.Counter], title: str, markdown: bool)
     return f"{title}\n" + "\n".join(lines) + "\n"
 
 
+def fixer_table(by_fixer: Mapping[str, collections.Counter], markdown: bool) -> str:
+    """Rows per code and fixer: how many fixes each fixer offered."""
+    rows = [(code, fixer, n) for code in sorted(by_fixer) for fixer, n in sorted(by_fixer[code].items())]
+    title = "Fixes offered, by fixer"
+    if markdown:
+        lines = ["| code | fixer | fixes |", "|---|---|---|"] + [f"| {c} | {f} | {n} |" for c, f, n in rows]
+        return f"{title}\n\n" + "\n".join(lines) + "\n"
+    return f"{title}\n" + "\n".join(f"{c:<8}{f:<16}{n:>6}" for c, f, n in rows) + "\n"
+
+
 def planned(root: Path, timeout: float, pythonpath: Optional[str] = None) -> list[PlannedFinding]:
     """The findings of the linter (on ``pythonpath``, else the installed one) on ``root``,
     each with its fix's applicability (raises ``subprocess.TimeoutExpired``)."""
@@ -96,7 +113,7 @@ def planned(root: Path, timeout: float, pythonpath: Optional[str] = None) -> lis
     except json.JSONDecodeError:
         raise RuntimeError(f"{root.name}: no JSON (exit {proc.returncode}): "
                            f"{proc.stderr.strip()[-800:]}") from None
-    return [PlannedFinding(r["path"], int(r["line"]), r["code"], r["applicability"])
+    return [PlannedFinding(r["path"], int(r["line"]), r["code"], r["applicability"], r.get("fixer", ""))
             for r in out["findings"]]
 
 
@@ -146,6 +163,7 @@ def main(argv: Optional[list[str]] = None) -> int:
               file=sys.stderr)
     print(table(coverage.everything, "All findings", args.markdown))
     print(table(coverage.true_positives, "Findings judged TP", args.markdown))
+    print(fixer_table(coverage.by_fixer, args.markdown))
     print(f"unjudged findings: {coverage.unjudged}; linter at {commit()}; "
           f"{time.monotonic() - started:.0f} s")
     for line in skipped:

@@ -2,7 +2,8 @@
 
 Run as a script, in a fresh process, from the project's root, with the linter under test
 first on ``PYTHONPATH`` (``linters.working_tree()``); prints JSON rows ``{path, line, code,
-applicability}`` (``safe`` / ``unsafe`` / ``none``) on stdout::
+applicability, fixer}`` (``safe`` / ``unsafe`` / ``none``; the module of the fixer that
+wrote an available fix, else "") on stdout::
 
     python benchmarks/corpus/fix_plans.py
 
@@ -35,12 +36,16 @@ def grade(fix: Fix | None) -> Applicability:
     return fix.applicability
 
 
+def _fixer(fix: Fix | None) -> str:
+    return fix.kind if fix is not None and fix.available else ""
+
+
 def main() -> int:
     settings = load_settings(".")
     run = lint_paths(["."], settings, cache=False)
     fixes = fixes_of(plan(run.findings, settings.root, settings.analysis)) if run.findings else {}
     rows = [{"path": f.path.replace("\\", "/").removeprefix("./"), "line": f.line, "code": f.code,
-             "applicability": grade(fixes.get(f)).value} for f in run.findings]
+             "applicability": grade(fixes.get(f)).value, "fixer": _fixer(fixes.get(f))} for f in run.findings]
     json.dump({"findings": rows, "errors": run.errors}, sys.stdout)
     return 0
 

@@ -48,9 +48,9 @@ def binding(tree: cst.Module, module: str, name: str) -> Optional[bool]:
     return False if name in names_in(tree) else None
 
 
-def with_import(tree: cst.Module, module: str, name: str) -> cst.Module:
-    """``tree`` with ``from module import name`` after its last top-level import (after the
-    docstring when it has none)."""
+def with_import(tree: cst.Module, module: str, name: str, alias: str = "") -> cst.Module:
+    """``tree`` with ``from module import name`` (``as alias`` when given) after its last
+    top-level import (after the docstring when it has none)."""
     body = list(tree.body)
     at = 0
     for i, stmt in enumerate(body):
@@ -63,7 +63,8 @@ def with_import(tree: cst.Module, module: str, name: str) -> cst.Module:
             at = 1
         elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             break
-    new = cst.parse_statement(f"from {module} import {name}\n", config=tree.config_for_parsing)
+    named = f"{name} as {alias}" if alias else name
+    new = cst.parse_statement(f"from {module} import {named}\n", config=tree.config_for_parsing)
     if at < len(body) and isinstance(body[at], (cst.FunctionDef, cst.ClassDef)):
         following = body[at]
         blank = sum(1 for line in following.leading_lines if line.comment is None)

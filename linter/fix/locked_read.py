@@ -34,7 +34,7 @@ _READ = re.compile(r"`(?P<obj>\w+)(?:\.\w+)?`(?: read| changed in Python at line
 _ATOMIC = "transaction.atomic"
 
 
-def _read_of(src: FileSource, finding: Finding) -> Optional[tuple[str, Located, cst.Assign]]:
+def read_of(src: FileSource, finding: Finding) -> Optional[tuple[str, Located, cst.Assign]]:
     m = _READ.search(finding.message)
     if m is None:
         return None
@@ -65,7 +65,7 @@ def _bound_row(assign: cst.Assign) -> Optional[str]:
 
 
 def locked_read_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
-    found = _read_of(src, finding)
+    found = read_of(src, finding)
     write = src.at(finding.line)
     if found is None or write is None or write.function is None:
         return None
@@ -94,7 +94,7 @@ def _locked_value(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     return value.visit(_Lock())
 
 
-def _in_atomic(src: FileSource, function: cst.FunctionDef, line: int, end: int) -> bool:
+def in_atomic(src: FileSource, function: cst.FunctionDef, line: int, end: int) -> bool:
     """Whether ``transaction.atomic()`` (a block or the decorator) holds lines ``line`` to ``end``."""
     if any(_ATOMIC in src.code(d) for d in function.decorators):
         return True
@@ -118,7 +118,7 @@ def _django(src: FileSource, obj: str, read: Located, assign: cst.Assign,
         return None
     new_read = read.statement.with_changes(body=[assign.with_changes(value=locked)])
     end = src.end_line_of(write.statement)
-    if _in_atomic(src, function, src.line_of(read.statement), end):
+    if in_atomic(src, function, src.line_of(read.statement), end):
         tree = src.module.deep_replace(read.statement, new_read)
         how = "lock the row where it is read: `select_for_update()`"
     elif write.block is read.block:

@@ -46,12 +46,15 @@ class Fix:
     """A finding's fix: a one-line ``description`` (what the rewrite does, or for
     ``NONE`` why there is none), its ``applicability`` and its ``edits`` (none for
     ``NONE``).  ``note``: what the user must still do by hand (a ``UniqueConstraint`` to
-    add in a migration), shown with the fix, never written."""
+    add in a migration), shown with the fix, never written.  ``kind``: which fixer wrote
+    it, for the fix-coverage figures."""
 
     description: str
     applicability: Applicability
     edits: tuple[Edit, ...] = ()
     note: str = ""
+    #: the fixer that wrote it (its module's name: ``counters``, ``user_lock``, ...), "" for none
+    kind: str = ""
 
     @property
     def available(self) -> bool:

@@ -19,6 +19,8 @@ from .lock_scope import lock_scope_fix
 from .locked_read import locked_read_fix
 from .model import Fix, no_fix
 from .source import FileSource
+from .sqla_insert import sqlalchemy_insert_fix
+from .user_lock import user_lock_fix, user_lock_fix_where_used
 
 Fixer = Callable[[FileSource, Finding], Optional[Fix]]
 #: the findings of a module's text, as (code, enclosing function): what a fix is checked
@@ -27,10 +29,10 @@ Recheck = Callable[[str], Sequence[tuple[str, Optional[str]]]]
 
 #: the fixers, by code (each a module of this package)
 FIXERS: Mapping[str, Sequence[Fixer]] = {
-    "TXN101": (locked_read_fix,),
-    "TXN102": (locked_read_fix,),
-    "TXN105": (exists_create_fix,),
-    "TXN106": (counter_fix, locked_read_fix),
+    "TXN101": (user_lock_fix_where_used, locked_read_fix, user_lock_fix),
+    "TXN102": (user_lock_fix_where_used, locked_read_fix, user_lock_fix),
+    "TXN105": (exists_create_fix, sqlalchemy_insert_fix),
+    "TXN106": (counter_fix, user_lock_fix_where_used, locked_read_fix, user_lock_fix),
     "TXN108": (lock_scope_fix,),
     "TXN109": (locked_read_fix,),
 }
@@ -74,7 +76,7 @@ def fix_for(src: FileSource, finding: Finding, recheck: Optional[Recheck] = None
         if fix is not None and fix.edits and not _holds(src, finding, fix, recheck):
             fix = None
         if fix is not None:
-            return fix
+            return dataclasses.replace(fix, kind=fixer.__module__.rsplit(".", 1)[-1]) if fix.edits else fix
     return fix_for_nothing(finding)
 
 

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from corpus.entries import Judgment, Label  # noqa: E402
-from fix_coverage import Coverage, PlannedFinding, planned, table  # noqa: E402
+from fix_coverage import Coverage, PlannedFinding, fixer_table, planned, table  # noqa: E402
 
 FILES = {
     "views.py": """\
@@ -115,6 +115,8 @@ def test_counts_each_code_by_applicability_and_writes_nothing(project):
     assert dict(coverage.true_positives) == {"TXN106": counts(safe=1), "TXN102": counts(unsafe=1),
                                              "TXN103": counts(none=1)}
     assert coverage.unjudged == 1
+    assert dict(coverage.by_fixer) == {"TXN106": counts(counters=2), "TXN108": counts(lock_scope=1),
+                                       "TXN102": counts(locked_read=1)}
     assert {p.name: p.read_bytes() for p in project.iterdir()} == before   # planned, not applied
 
 
@@ -127,6 +129,8 @@ def test_table_rows_and_total():
     assert "| TXN106 | 2 | 1 | 0 | 1 |" in out
     assert out.rstrip().endswith("| total | 3 | 1 | 1 | 1 |")
     assert coverage.unjudged == 3 and not coverage.true_positives
+    fixers = fixer_table({"TXN105": collections.Counter(sqla_insert=2)}, markdown=True)
+    assert "| TXN105 | sqla_insert | 2 |" in fixers
 
 
 def test_an_unknown_applicability_is_an_error_not_a_silent_column():

@@ -222,3 +222,65 @@ def test_flake8_output_has_no_fix_marks(project):
                            "views.py"], cwd=project, capture_output=True, text=True)
     assert "views.py:7:5: TXN106 lost-update counter:" in proc.stdout, proc.stdout + proc.stderr
     assert "[*]" not in proc.stdout and "fixable" not in proc.stdout + proc.stderr
+
+
+def test_the_insert_and_the_lock_are_shown_by_diff_applied_only_with_unsafe_fixes_and_once(tmp_path, capsys):
+    """The two unsafe fixes through the command: ``--diff`` shows them and their notes and
+    writes nothing, ``--fix`` alone leaves them, ``--fix --unsafe-fixes`` applies them, and a
+    second run changes nothing."""
+    (tmp_path / "pyproject.toml").write_text("[tool.txnsafety]\n")
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    (app / "models.py").write_text(textwrap.dedent("""\
+        from sqlalchemy.dialects.postgresql import JSONB
+        from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+        class Base(DeclarativeBase):
+            pass
+
+
+        class Tag(Base):
+            __tablename__ = "tag"
+            id: Mapped[int] = mapped_column(primary_key=True)
+            name: Mapped[str] = mapped_column()
+            labels: Mapped[dict] = mapped_column(JSONB, default=dict)
+        """))
+    views = textwrap.dedent("""\
+        from app.models import Tag
+        from shop.models import Profile
+
+
+        def add_tag(session, name):
+            tag = session.query(Tag).filter_by(name=name).first()
+            if tag is None:
+                session.add(Tag(name=name))
+            session.commit()
+
+
+        def prefer(pk, key, value):
+            profile = Profile.objects.using("users").get(pk=pk)
+            profile.prefs = {**profile.prefs, key: value}
+            profile.save()
+        """)
+    (app / "views.py").write_text(views)
+    args = ("--min-severity", "low")
+    lint(tmp_path, *args, "--diff", "--unsafe-fixes")
+    captured = capsys.readouterr()
+    # one pass: both add an import at the same line, so the lock waits for the next pass
+    assert "+    session.execute(insert(Tag).values(name=name).on_conflict_do_nothing(" in captured.out
+    assert 'UniqueConstraint("name", name="uq_tag_name")' in captured.err
+    assert (app / "views.py").read_text() == views
+    lint(tmp_path, *args, "--fix")
+    assert (app / "views.py").read_text() == views
+    capsys.readouterr()
+    lint(tmp_path, *args, "--fix", "--unsafe-fixes")
+    fixed_text = (app / "views.py").read_text()
+    assert "on_conflict_do_nothing" in fixed_text
+    assert '    with user_write_lock(f"profile:{pk}"):\n        profile = Profile.objects' in fixed_text
+    assert "TXNSAFETY_LOCK_URL" in capsys.readouterr().err          # the lock's note
+    lint(tmp_path, *args, "--fix", "--unsafe-fixes")
+    assert (app / "views.py").read_text() == fixed_text
+    lint(tmp_path, *args, "--diff", "--unsafe-fixes")
+    assert capsys.readouterr().out == ""

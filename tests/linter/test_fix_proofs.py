@@ -38,7 +38,12 @@ def one_pass(text: str, cfg: Config):
     outcome = fixed(plan, unsafe_fixes=True)
     assert not outcome.problem, outcome.problem
     done = [f for f, fix in plan.fixes.items() if any(fix is a for a in outcome.applied)]
+    PROVED.update(fix.kind for fix in outcome.applied)
     return (outcome.new if outcome.new is not None else text), done
+
+
+#: the fixers whose fixes the proofs applied (the last test looks here)
+PROVED: set = set()
 
 
 def prove(text: str, cfg: Config) -> int:
@@ -71,8 +76,11 @@ def test_eval_file_fixes_parse_silence_their_findings_and_are_idempotent(path):
 
 def _doc_examples():
     for page in sorted(DOCS.glob("TXN*.md")):
-        for i, snippet in enumerate(sections(page.read_text()).get("Bad", [])):
+        parts = sections(page.read_text())
+        for i, snippet in enumerate(parts.get("Bad", [])):
             yield pytest.param(as_function(snippet), id=f"{page.stem}-bad{i}")
+        for i, snippet in enumerate(parts.get("Automatic fix", [])[::2]):    # each pair's "before"
+            yield pytest.param(as_function(snippet), id=f"{page.stem}-fix{i}")
 
 
 @pytest.mark.parametrize("source", list(_doc_examples()))
@@ -105,3 +113,13 @@ def test_a_fix_that_would_bring_a_new_finding_is_refused():
                    and f.function == "bad_two_sessions" and f.line == 14)
     assert fix_for(src, finding).applicability is Applicability.UNSAFE       # unchecked
     assert fix_for(src, finding, rechecker(Config())).applicability is Applicability.NONE
+
+
+def test_the_docs_proofs_apply_every_fixer():
+    """A fixer that silently gave up everywhere would pass the proofs with nothing applied:
+    each one's rewrite is applied and proved on at least one docs example."""
+    PROVED.clear()
+    cfg = Config().update({"enable": ["TXN109"], "gets": ["get_user"]})
+    for param in _doc_examples():
+        prove(param.values[0], cfg)
+    assert PROVED >= {"counters", "lock_scope", "locked_read", "exists_create", "sqla_insert", "user_lock"}

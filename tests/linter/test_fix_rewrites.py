@@ -7,6 +7,7 @@ import textwrap
 from txnsafety_lint.analysis import analyze_source
 from txnsafety_lint.fix.counters import counter_fix
 from txnsafety_lint.fix.edits import apply_edits
+from txnsafety_lint.fix.locked_read import locked_read_fix
 from txnsafety_lint.fix.model import Applicability
 from txnsafety_lint.fix.plan import fix_for
 from txnsafety_lint.fix.source import FileSource
@@ -220,9 +221,15 @@ def test_no_locked_read_when_something_between_uses_the_row_or_its_key():
             "def withdraw(pk, amount, other):\n    account = Account.objects.get(pk=pk)\n"
             f"    {between}\n    with transaction.atomic():\n"
             "        account.balance = account.balance - amount\n        account.save()\n")
-        (fix, after), = fixes(source, "TXN101")
-        assert fix.applicability is Applicability.NONE, between
+        (fix, after), = fixes(source, "TXN101", locked_read_fix)
+        assert fix is None, between
         assert after == source
+    # the user write lock wraps the whole of it instead (the lock id is taken before the
+    # key is re-bound); a row handed on inside the wrap gets none (see below)
+    (fix, after), = fixes(source, "TXN101")
+    assert fix.applicability is Applicability.UNSAFE and "user_write_lock" in fix.description
+    assert '    with user_write_lock(f"account:{pk}"):\n        account = Account.objects.get(pk=pk)\n' \
+        "        pk = other\n        with transaction.atomic():\n" in after
 
 
 def test_unsafe_locked_read_for_sqlalchemy_get():
@@ -293,9 +300,13 @@ def test_no_locked_read_wrap_around_a_try_that_catches():
         "def rename(pk, name):\n    profile = Profile.objects.get(pk=pk)\n"
         "    try:\n        Audit.objects.create(pk=pk)\n    except IntegrityError:\n        pass\n"
         "    profile.nickname = name\n    profile.save()\n")
+    (fix, after), = fixes(source, "TXN102", locked_read_fix)
+    assert fix is None and after == source
+    # a user write lock is no transaction: it neither breaks on a caught error nor opens
+    # the default database's transaction
     (fix, after), = fixes(source, "TXN102")
-    assert fix.applicability is Applicability.NONE
-    assert after == source
+    assert fix.applicability is Applicability.UNSAFE
+    assert '    with user_write_lock(f"profile:{pk}"):\n        profile = Profile.objects' in after
 
 
 def test_no_locked_read_on_a_named_database():
@@ -305,9 +316,13 @@ def test_no_locked_read_on_a_named_database():
     source = DJANGO_HEAD.replace("from django.db import transaction\n", "") + (
         "def rename(pk, name):\n    profile = Profile.objects.using(\"users\").get(pk=pk)\n"
         "    profile.nickname = name\n    profile.save()\n")
+    (fix, after), = fixes(source, "TXN102", locked_read_fix)
+    assert fix is None and after == source
+    # a user write lock is no transaction: it neither breaks on a caught error nor opens
+    # the default database's transaction
     (fix, after), = fixes(source, "TXN102")
-    assert fix.applicability is Applicability.NONE
-    assert after == source
+    assert fix.applicability is Applicability.UNSAFE
+    assert '    with user_write_lock(f"profile:{pk}"):\n        profile = Profile.objects' in after
 
 
 def test_no_locked_read_wrap_of_an_if_that_hands_the_row_on():

@@ -79,8 +79,7 @@ class ModuleInfo:
         self.functions: list[tuple[ast.AST, Optional[str]]] = []
         #: class name -> last names of its bases (versioned-ness is inherited)
         self.class_bases: dict[str, list[str]] = {}
-        #: plain classes that build their own state (no base, an ``__init__`` setting
-        #: ``self.x``): services and stores, whose ``self`` is never a row
+        #: services and stores, whose ``self`` is never a row (``_builds_own_state``)
         self.service_classes: set[str] = set()
         #: ``import x as y``: y -> x (to recognise ``@y.versioned(...)``)
         self.import_aliases: dict[str, str] = {}

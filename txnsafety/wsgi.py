@@ -73,8 +73,10 @@ def _open(environ: dict) -> tuple[RequestScope, Any] | None:
         elif settings.sampler is not None:  # it may read any header: each read when it asks
             method, path = _method_and_path(environ)
             headers = EnvironHeaders(environ)
-        else:  # the default rule reads one header
-            method, path = _method_and_path(environ)
+        else:  # the default rule reads one header; _method_and_path's ASCII path inline (every request)
+            path = environ["PATH_INFO"]
+            method, path = (environ.get("REQUEST_METHOD", "GET"), path or "/") if (
+                isinstance(path, str) and path.isascii()) else _method_and_path(environ)
             headers = {PRIORITY_HEADER: environ.get("HTTP_X_TXNSAFETY_PRIORITY", "")}
     except Exception:
         log.exception("txnsafety: could not read this WSGI request; it runs unchecked")

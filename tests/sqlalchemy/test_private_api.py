@@ -299,7 +299,6 @@ def test_one_row_accessors_go_through_result_only_one_row(engine):
     themselves, with the arguments of ``lookups.ONE_ROW_ACCESSORS``: SQLAlchemy's own accessors must
     make exactly that one call, and the statement is the ``context.compiled.statement`` of the
     result's ``raw`` CursorResult (an ORM result's, or the Core result itself)."""
-    from sqlalchemy import func
     from sqlalchemy.engine import result as sa_result
 
     from txnsafety.sqlalchemy import lookups
@@ -328,9 +327,6 @@ def test_one_row_accessors_go_through_result_only_one_row(engine):
                     pass  # one() of no row raises, after the call
                 assert [call for call, _ in seen] == [tuple(arguments)], f"{cls.__name__}.{name}"
                 assert seen[0][1].whereclause is not None
-            seen.clear()
-            session.execute(select(func.count()).select_from(Account)).scalars().one_or_none()
-            assert len(seen) == 1
     finally:
         sa_result.ResultInternal._only_one_row = installed
 

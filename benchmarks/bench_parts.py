@@ -3,7 +3,7 @@
 The SQLAlchemy WSGI request of ``bench_sqlalchemy.py`` (SQLite, 20 reads + 5 writes),
 served bare, checked, and checked with one of the integration's parts taken out:
 
-* ``without lookups`` — ``Result._only_one_row`` unwrapped (check-then-act notes, TXN105);
+* ``without lookups`` — SQLAlchemy's own one-row accessors and ``_only_one_row`` back (check-then-act notes, TXN105);
 * ``without writes``  — no ``before_update`` / ``after_insert`` listener (no write is judged);
 * ``without reads``   — ``loading.instances`` unwrapped (no statement's read is noted);
 * ``without detach``  — the Session's close leaves its objects as they are;

@@ -16,6 +16,12 @@ dispatch for the checker's listeners, and time: a bytecode is not a fixed cost.
     python benchmarks/count_checker_bytecodes.py --shape get              # every request checked
     python benchmarks/count_checker_bytecodes.py --shape get --state sampled --rate 0
     python benchmarks/count_checker_bytecodes.py --shape django-async
+    python benchmarks/count_checker_bytecodes.py --shape get --state off --everything  # every frame, and
+    python benchmarks/count_checker_bytecodes.py --shape get --state bare --everything  # against bare
+
+With ``--everything`` every Python frame is counted, the application's and the libraries':
+against ``--state bare`` that is what the checker adds in all, a library frame it saves included
+(a replaced accessor, whose own frame is the checker's, counts its saving only so).
 """
 from __future__ import annotations
 
@@ -41,15 +47,17 @@ DJANGO_SHAPES = ("django-get", "django-filter-first", "django-list", "django-asy
 
 
 class Counter:
-    """Bytecodes and calls of ``txnsafety/`` frames, keyed ``module.py:function``."""
+    """Bytecodes and calls of ``txnsafety/`` frames (``everything``: of every Python frame), keyed
+    ``module.py:function``."""
 
-    def __init__(self) -> None:
+    def __init__(self, everything: bool = False) -> None:
         self.ops: collections.Counter[str] = collections.Counter()
         self.calls: collections.Counter[str] = collections.Counter()
+        self.everything = everything
 
     def trace(self, frame: Any, event: str, arg: Any) -> Any:
         code = frame.f_code
-        if not code.co_filename.startswith(OURS):
+        if not (self.everything or code.co_filename.startswith(OURS)):
             return None
         key = f"{os.path.basename(code.co_filename)}:{code.co_name}"
         self.calls[key] += 1
@@ -63,35 +71,37 @@ class Counter:
         return local
 
 
-def count(shape_name: str, state: str, rate: float, calls: int, postgres: str | None) -> Counter:
+def count(shape_name: str, state: str, rate: float, calls: int, postgres: str | None,
+          everything: bool = False) -> Counter:
     if shape_name in DJANGO_SHAPES:
-        return _count_django(shape_name, state, rate, calls)
+        return _count_django(shape_name, state, rate, calls, everything)
     shape = {s.name: s for s in bench_shapes.SHAPES}[shape_name]
     sa.watch_reports()
     with tempfile.TemporaryDirectory() as tmp:
         engine = sa.prepared_engine(tmp, postgres)
         url = engine.url.render_as_string(hide_password=False)
-        counter = _count(bench_shapes.contenders(shape, engine, url, rate)[state], calls)
+        counter = _count(bench_shapes.contenders(shape, engine, url, rate)[state], calls, everything)
         engine.dispose()
     return counter
 
 
-def _count_django(shape_name: str, state: str, rate: float, calls: int) -> Counter:
+def _count_django(shape_name: str, state: str, rate: float, calls: int, everything: bool) -> Counter:
     """A shape of ``bench_shapes_django.py`` (imported here: it configures Django, reading ``--postgres``
     from the command line)."""
     from benchmarks import bench_shapes_django as dj_shapes
     dj_shapes.setup_data()
-    return _count(dj_shapes.contenders({s.name: s for s in dj_shapes.SHAPES}[shape_name], rate)[state], calls)
+    return _count(dj_shapes.contenders({s.name: s for s in dj_shapes.SHAPES}[shape_name], rate)[state], calls,
+                  everything)
 
 
-def _count(contender: Any, calls: int) -> Counter:
+def _count(contender: Any, calls: int, everything: bool) -> Counter:
     contender.setup()
     sampled, txnsafety.settings.sample_rate = txnsafety.settings.sample_rate, 1.0
     for _ in range(5):  # warm, checked: each write site's first judgement reads its source (once)
         contender.run()
     txnsafety.settings.sample_rate = sampled
     random.seed(0)  # the sample's draws (scopes._draw is random.random)
-    counter = Counter()
+    counter = Counter(everything)
     threading.settrace(counter.trace)  # sync_to_async's thread too (an async view's ORM calls)
     sys.settrace(counter.trace)
     try:
@@ -106,8 +116,11 @@ def _count(contender: Any, calls: int) -> Counter:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=[s.name for s in bench_shapes.SHAPES] + list(DJANGO_SHAPES), default="get")
-    parser.add_argument("--state", choices=["checked", "sampled", "off"], default="checked",
-                        help="off: installed, ENABLED false")
+    parser.add_argument("--state", choices=["checked", "sampled", "off", "bare"], default="checked",
+                        help="off: installed, ENABLED false; bare: txnsafety's listeners removed (for --everything)")
+    parser.add_argument("--everything", action="store_true",
+                        help="count every Python frame, the application's and the libraries' too: against "
+                             "--state bare, what the checker adds in all (a call it saves the library included)")
     parser.add_argument("--rate", type=float, default=bench_shapes.SAMPLE_RATE, help="the sampled state's rate")
     parser.add_argument("--calls", type=int,
                         help="requests counted (default 20; sampled: 200, so that the share checked is near the rate)")
@@ -115,10 +128,11 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL")
     args = parser.parse_args()
     args.calls = args.calls or (200 if args.state == "sampled" else 20)
-    counter = count(args.shape, args.state, args.rate, args.calls, args.postgres)
+    counter = count(args.shape, args.state, args.rate, args.calls, args.postgres, args.everything)
     total, calls = sum(counter.ops.values()) / args.calls, sum(counter.calls.values()) / args.calls
     rate = f" at {args.rate:g}" if args.state == "sampled" else ""
-    print(f"{args.shape} {args.state}{rate}: {total:.0f} checker bytecodes per request, {calls:.0f} calls")
+    whose = "Python" if args.everything else "checker"
+    print(f"{args.shape} {args.state}{rate}: {total:.0f} {whose} bytecodes per request, {calls:.0f} calls")
     for key, ops in counter.ops.most_common(args.top):
         print(f"  {ops / args.calls:8.0f} {counter.calls[key] / args.calls:7.1f}  {key}")
 

@@ -33,10 +33,13 @@ round was checked before it was timed.
     python benchmarks/count_instructions.py --only django-list --only sqlalchemy-list
     python benchmarks/count_instructions.py --postgres postgresql://USER:PASSWORD@HOST:5432/DB
     python benchmarks/count_instructions.py --state left-out --only shape-get   # a request the sample leaves out
+    python benchmarks/count_instructions.py --only shape-flask-get --state off --state left-out --state checked \
+        --calls 10 60          # three states against one count of the bare request, half the requests
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import shutil
@@ -161,19 +164,25 @@ def main() -> None:
     parser.add_argument("--layouts", type=int, default=5,
                         help="layouts (hash seed and stack) per contender; the median of their shares (default 5)")
     parser.add_argument("--postgres", metavar="URL", help="on PostgreSQL (a private database per run)")
-    parser.add_argument("--state", choices=["checked", "left-out", "off"], default="checked",
+    parser.add_argument("--state", choices=["checked", "left-out", "off"], action="append",
                         help="shape cases: what is counted against the bare request: a checked request, one the "
-                             "sample leaves out (SHAPE:sampled at sample_rate 0) or the checker installed but off")
+                             "sample leaves out (SHAPE:sampled at sample_rate 0) or the checker installed but off "
+                             "(repeatable: the bare request is counted once for all; default checked)")
+    parser.add_argument("--calls", nargs=2, type=int, metavar=("LOW", "HIGH"),
+                        help="the two numbers of requests served (default: the case's, 20 and 120 for a request)")
     args = parser.parse_args()
+    states = args.state or ["checked"]
     cases = [case for case in CASES if (case.name in args.only if args.only else case.default)]
+    if args.calls:
+        cases = [dataclasses.replace(case, low=args.calls[0], high=args.calls[1]) for case in cases]
     if args.postgres and any(not case.postgres for case in cases):
         parser.error("--postgres: " + ", ".join(case.name for case in cases if not case.postgres)
                      + " runs on SQLite only")
-    if args.state != "checked" and any(not case.checked.endswith(":checked") for case in cases):
-        parser.error(f"--state {args.state}: only the shape-* cases have that contender")
+    if states != ["checked"] and any(not case.checked.endswith(":checked") for case in cases):
+        parser.error(f"--state {' '.join(states)}: only the shape-* cases have the left-out and off contenders")
     _tools()
     where = "PostgreSQL" if args.postgres else "SQLite"
-    print(f"instructions per request, {args.state} against bare (cachegrind, setarch -R; {args.layouts} layouts, "
+    print(f"instructions per request against bare (cachegrind, setarch -R; {args.layouts} layouts, "
           f"layout i: hash seed i and "
           f"the stack moved by 64 i bytes, names padded alike), {where}")
     print(f"  {'request':<66}{'bare':>12}{'checked':>12}{'added':>10}{'share':>9}   share per layout")
@@ -181,12 +190,14 @@ def main() -> None:
         for case in cases:
             # left out: the sampled contender at rate 0, both command lines of the same weight (the bare
             # request ignores the rate; "sampled" is as long as "checked")
-            extra = ("--sample-rate", "0") if args.state == "left-out" else ()
-            contender = {"checked": case.checked, "off": case.checked.replace(":checked", ":off"),
-                         "left-out": case.checked.replace(":checked", ":sampled")}[args.state]
+            extra = ("--sample-rate", "0") if "left-out" in states else ()
             bare = per_request(case, case.bare, args.postgres, args.layouts, pool, extra)
-            checked = per_request(case, contender, args.postgres, args.layouts, pool, extra)
-            print(table_row(TITLES[case.name], bare, checked), flush=True)
+            for state in states:
+                contender = {"checked": case.checked, "off": case.checked.replace(":checked", ":off"),
+                             "left-out": case.checked.replace(":checked", ":sampled")}[state]
+                checked = per_request(case, contender, args.postgres, args.layouts, pool, extra)
+                title = TITLES[case.name] if states == ["checked"] else f"{TITLES[case.name]}, {state}"
+                print(table_row(title, bare, checked), flush=True)
 
 
 def table_row(title: str, bare: list[float], checked: list[float]) -> str:

@@ -46,6 +46,8 @@ class TxnSafetyMiddleware:
         return forwarded_attribute(self, name)
 
     def __call__(self, environ: dict, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if not settings.enabled:  # installed but off: no call of ours
+            return self.app(environ, start_response)
         opened = _open(environ)
         if opened is None:
             return self.app(environ, start_response)
@@ -63,8 +65,6 @@ class TxnSafetyMiddleware:
 
 def _open(environ: dict) -> tuple[RequestScope, Any] | None:
     """Open the request's scope; None (and a log line) if the checker cannot."""
-    if not settings.enabled:
-        return None
     try:
         if settings.priority_rule is not None:  # the application's rule may read any header
             request = Request(environ)
@@ -73,8 +73,10 @@ def _open(environ: dict) -> tuple[RequestScope, Any] | None:
         elif settings.sampler is not None:  # it may read any header: each read when it asks
             method, path = _method_and_path(environ)
             headers = EnvironHeaders(environ)
-        else:  # the default rule reads one header
-            method, path = _method_and_path(environ)
+        else:  # the default rule reads one header; _method_and_path's ASCII path inline (every request)
+            path = environ["PATH_INFO"]
+            method, path = (environ.get("REQUEST_METHOD", "GET"), path or "/") if (
+                isinstance(path, str) and path.isascii()) else _method_and_path(environ)
             headers = {PRIORITY_HEADER: environ.get("HTTP_X_TXNSAFETY_PRIORITY", "")}
     except Exception:
         log.exception("txnsafety: could not read this WSGI request; it runs unchecked")
@@ -108,8 +110,13 @@ def _is_streamed(body: Iterable[bytes]) -> bool:
     """
     if isinstance(body, (list, tuple)):
         return False
-    module = type(body).__module__
-    if not module.startswith("werkzeug.") and module != "werkzeug":
+    werkzeug = _werkzeug_types.get(type(body))
+    if werkzeug is None:  # once per type of body (a few: bounded all the same)
+        module = type(body).__module__
+        werkzeug = module.startswith("werkzeug.") or module == "werkzeug"
+        if len(_werkzeug_types) < 64:
+            _werkzeug_types[type(body)] = werkzeug
+    if not werkzeug:
         return True
     try:
         for callback in getattr(body, "_callbacks", ()):
@@ -117,12 +124,16 @@ def _is_streamed(body: Iterable[bytes]) -> bool:
             if type(response) is _Generator:
                 continue  # the body's own close (Werkzeug's iter_encoded()): asked of every Flask response
             if getattr(callback, "__name__", "") == "close" and hasattr(response, "is_streamed"):
+                if type(getattr(response, "response", None)) is list:  # what is_streamed asks (len()), inline
+                    return bool(getattr(response, "_on_close", True))
                 return bool(response.is_streamed or getattr(response, "_on_close", True))
     except Exception:
         log.exception("txnsafety: could not tell whether a Werkzeug response streams; treating it as streamed")
     return True
 
 
+#: body type -> whether it is Werkzeug's (its module asked once per type: every Flask response asks)
+_werkzeug_types: dict[type, bool] = {}
 _Generator = types.GeneratorType
 
 

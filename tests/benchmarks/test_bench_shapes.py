@@ -79,3 +79,19 @@ def test_a_contender_can_be_served_alone():
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     done = _run("--loop", "django-async:checked", "--calls", "2", script=DJANGO_SCRIPT)
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
+def test_every_python_frame_is_counted_against_the_bare_request():
+    """``count_checker_bytecodes.py --everything``: the bare request runs no checker frame but the
+    ``BEGIN`` listener of ``sqlite_transactions`` (the app's own recipe), and the checker
+    installed but off adds to the libraries' frames (its hooks' returns)."""
+    script = str(REPO / "benchmarks" / "count_checker_bytecodes.py")
+    out = {}
+    for state, everything in (("bare", True), ("off", True), ("bare", False)):
+        done = _run("--shape", "get", "--state", state, "--calls", "3", "--top", "5",
+                    *(["--everything"] if everything else []), script=script)
+        assert done.returncode == 0, done.stdout + done.stderr
+        out[state, everything] = done.stdout.splitlines()
+    assert [line.split()[-1] for line in out["bare", False][1:]] == ["isolation.py:_begin"]
+    total = {state: int(out[state, True][0].split(" Python bytecodes")[0].split()[-1]) for state in ("bare", "off")}
+    assert total["off"] > total["bare"] > 10_000

@@ -170,3 +170,11 @@ def test_a_place_is_timed_per_request_and_the_warm_up_left_out():
         assert "no call of nothing was timed" in str(stop)
     else:
         raise AssertionError("an empty timing must be an error")
+
+
+def test_each_state_of_the_one_row_accessor_is_served():
+    """count_one_row.py: bare, wrapped and replaced each serve their calls (valgrind counts them)."""
+    for state in ("bare", "wrapped", "replaced"):
+        done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "count_one_row.py"), "--serve", state, "3"],
+                              cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr

@@ -105,6 +105,14 @@ def create_app(path) -> flask.Flask:
             yield f"{txnsafety.current_scope()} {request_of_locks().id}\n"
         return flask.Response(body(), mimetype="text/plain")
 
+    @app.get("/closing")
+    def closing():
+        response = flask.make_response({"request": txnsafety.current_scope().id})
+        response.call_on_close(lambda: closed.append(txnsafety.current_scope().id))  # the request's code too
+        return response
+
+    closed: list[str] = []
+    app.config["CLOSED"] = closed
     with app.app_context():
         db.create_all()
         db.session.add(Profile(id=1, name="ann"))
@@ -146,6 +154,17 @@ def test_a_streamed_body_keeps_its_scope_and_only_its_code_runs_in_it(app, txnsa
     assert txnsafety.current_scope() is test_scope
     (violation,) = txnsafety_violations
     assert violation.code.value == "TXN105" and violation.request_id == opened
+
+
+def test_a_made_body_with_a_call_on_close_callback_keeps_its_scope_until_closed(app):
+    """A made body (a list, not streamed) with a ``call_on_close`` callback: the callback is the
+    request's code, run when the server closes the body, so the scope stays open until then."""
+    test_scope = txnsafety.current_scope()
+    response = app.test_client().get("/closing")
+    assert txnsafety.current_scope() is test_scope
+    assert app.config["CLOSED"] == []
+    response.close()
+    assert app.config["CLOSED"] == [response.json["request"]] != [test_scope.id]
 
 
 def test_a_streamed_body_left_out_by_the_sample_sets_its_locks_request_aside_too(app, monkeypatch):

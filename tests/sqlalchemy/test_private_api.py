@@ -294,39 +294,62 @@ def test_session_merge_goes_through_session__merge_once_per_object(engine):
 
 
 def test_one_row_accessors_go_through_result_only_one_row(engine):
-    """``lookups.py`` wraps ``ResultInternal._only_one_row``: ``first()``, ``scalar()``,
-    ``scalar_one_or_none()`` (of Result and ScalarResult) must call it, and the statement
-    is the ``context.compiled.statement`` of the result's ``raw`` CursorResult (an ORM
-    result's, or the Core result itself)."""
-    from sqlalchemy import func
+    """``lookups.py`` replaces the public one-row accessors (``first()``, ``one()``, ``scalar()``...
+    of Result, ScalarResult and MappingResult) by functions that call ``ResultInternal._only_one_row``
+    themselves, with the arguments of ``lookups.ONE_ROW_ACCESSORS``: SQLAlchemy's own accessors must
+    make exactly that one call, and the statement is the ``context.compiled.statement`` of the
+    result's ``raw`` CursorResult (an ORM result's, or the Core result itself)."""
     from sqlalchemy.engine import result as sa_result
 
     from txnsafety.sqlalchemy import lookups
     seen = []
     installed = sa_result.ResultInternal._only_one_row
 
-    def spy(self, *args, **kwargs):
-        row = lookups._original(self, *args, **kwargs)
+    def spy(self, raise_for_second_row, raise_for_none, scalar):
         real = getattr(self, "_real_result", None) or self
         cursor = getattr(real, "raw", None) or real
-        seen.append(cursor.context.compiled.statement)
-        return row
+        seen.append(((raise_for_second_row, raise_for_none, scalar), cursor.context.compiled.statement))
+        return lookups._original(self, raise_for_second_row, raise_for_none, scalar)
 
+    stmt = select(Account).where(Account.id == 99)
     sa_result.ResultInternal._only_one_row = spy
     try:
         with Session(engine) as session:
-            stmt = select(Account).where(Account.id == 99)
-            session.scalars(stmt).first()
-            session.execute(stmt).scalar_one_or_none()
-            count = select(func.count()).select_from(Account)
-            session.scalar(count)
+            for cls, name, *arguments in lookups.ONE_ROW_ACCESSORS:
+                result = {sa_result.Result: lambda: session.execute(stmt),
+                          sa_result.ScalarResult: lambda: session.scalars(stmt),
+                          sa_result.MappingResult: lambda: session.execute(stmt).mappings()}[cls]()
+                assert isinstance(result, cls)
+                seen.clear()
+                try:
+                    lookups._original_accessors[cls, name](result)
+                except Exception:
+                    pass  # one() of no row raises, after the call
+                assert [call for call, _ in seen] == [tuple(arguments)], f"{cls.__name__}.{name}"
+                assert seen[0][1].whereclause is not None
     finally:
         sa_result.ResultInternal._only_one_row = installed
-    assert len(seen) == 3, "a one-row accessor no longer goes through ResultInternal._only_one_row"
-    assert seen[0].whereclause is not None and seen[1].whereclause is not None
 
 
-# -- reads.py: one read per statement, found through InstanceState.runid --------------------------
+def test_one_row_accessors_are_replaced_while_installed():
+    """The replaced accessors are in place while the mapper listeners are, and SQLAlchemy's own
+    come back when they are removed (the benchmarks' bare side)."""
+    from sqlalchemy.engine import result as sa_result
+
+    from txnsafety.sqlalchemy import events, lookups
+    was_installed = events._installed
+    events._install_mapper_events()
+    try:
+        for cls, name, *_ in lookups.ONE_ROW_ACCESSORS:
+            assert cls.__dict__[name] is lookups._accessors[cls, name]
+        events._uninstall_mapper_events()
+        for cls, name, *_ in lookups.ONE_ROW_ACCESSORS:
+            assert cls.__dict__[name] is lookups._original_accessors[cls, name]
+        assert sa_result.ResultInternal._only_one_row is not lookups._only_one_row
+    finally:
+        if was_installed:
+            events._install_mapper_events()
+
 
 def test_orm_statements_go_through_loading_instances_which_numbers_them(engine):
     """reads.py wraps ``loading.instances`` (looked up on the module at each call) and notes

@@ -285,16 +285,19 @@ def _judge_update(state: Any, scope: Any) -> None:
         _earlier_read(obj, cls, state)
     sent = changed + atomic if atomic else changed  # for the report only
     derived = from_read(state.dict, committed, changed, info.relations, cls)
+    identity = state.key  # a row loaded and updated has one: _key's common case, inline
+    ident = identity[1] if identity is not None else None
+    key = _key(state) if ident is None else ident[0] if len(ident) == 1 else tuple(ident)
     if not derived:
         # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
         # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once
         # row, TXN110, is one whoever computes the value); still remembered
-        checker.write(scope, obj, model=cls, policy=policy, key=_key(state), written=frozenset(sent),
+        checker.write(scope, obj, model=cls, policy=policy, key=key, written=frozenset(sent),
                       transaction=session_state.txn, versioned=True, depth=_WRITE_DEPTH)
         return
     if session_state.locks and not info.versioned:
         _stale_lock(obj, cls, session_state)
-    checker.write(scope, obj, model=cls, policy=policy, key=_key(state), written=frozenset(derived),
+    checker.write(scope, obj, model=cls, policy=policy, key=key, written=frozenset(derived),
                   transaction=session_state.txn, versioned=info.versioned, depth=_WRITE_DEPTH, sent=sent)
 
 

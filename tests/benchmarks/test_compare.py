@@ -67,6 +67,13 @@ print(result.summary("double", target=0.05))
 """
 
 
+#: the band the doubled contender's ratio and its interval must lie in: wide enough for a
+#: loaded CI machine (a neighbour's burst stretches one round: 2.66 was seen), narrow enough
+#: that a harness reporting 1 (the baseline against itself), the inverse ratio (0.5) or the
+#: two contenders' sum (3) fails it
+_ABOUT_TWICE = (1.4, 2.9)
+
+
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "bench_demo.py"
     script.write_text(SCRIPT)
@@ -88,7 +95,7 @@ def test_pooled_over_worker_processes(tmp_path: Path) -> None:
         assert f"process {number}/3: doubled: double +" in done.stdout
     figure, low, high, processes, per_process = _figure(done.stdout)
     assert (processes, per_process) == (3, 3)
-    assert 1.5 < low <= figure <= high < 2.6
+    assert _ABOUT_TWICE[0] < low <= figure <= high < _ABOUT_TWICE[1]
     assert "median of 3 processes, range" in done.stdout
     assert "over the 5 % target" in done.stdout
 
@@ -98,7 +105,7 @@ def test_one_process_times_in_place_with_a_confidence_interval(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "process 1/" not in done.stdout
     figure, low, high, processes, _ = _figure(done.stdout)
-    assert processes == 1 and 1.5 < low <= figure <= high < 2.6
+    assert processes == 1 and _ABOUT_TWICE[0] < low <= figure <= high < _ABOUT_TWICE[1]
     assert "95 % CI" in done.stdout
 
 
@@ -128,7 +135,7 @@ def test_in_process_switches_the_contenders_per_turn(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "all contenders in one process, switched per turn" in done.stdout
     figure, low, high, _, _ = _figure(done.stdout)
-    assert 1.5 < low <= figure <= high < 2.6
+    assert _ABOUT_TWICE[0] < low <= figure <= high < _ABOUT_TWICE[1]
 
 
 def test_a_child_that_fails_ends_the_run_and_its_siblings(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from ..facts.model import Finding
 from .edits import line_edits
 from .model import Applicability, Fix
 from .shapes import only_small
-from .source import FileSource, Located
+from .source import FileSource
 
 
 def _manager_call(call: cst.BaseExpression, method: str) -> Optional[tuple[str, list[cst.Arg]]]:
@@ -33,19 +33,6 @@ def _manager_call(call: cst.BaseExpression, method: str) -> Optional[tuple[str, 
     return manager.value.value, list(call.args)
 
 
-def _guarding_if(loc: Located) -> Optional[cst.If]:
-    """The ``if`` whose body is the create's block, found in the function."""
-    found: list[cst.If] = []
-
-    class _Ifs(cst.CSTVisitor):
-        def visit_If(self, node: cst.If) -> None:
-            if node.body is loc.block:
-                found.append(node)
-    assert loc.function is not None
-    loc.function.visit(_Ifs())
-    return found[0] if found else None
-
-
 def exists_create_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     loc = src.at(finding.line)
     if loc is None or loc.function is None or len(loc.block.body) != 1:
@@ -54,7 +41,7 @@ def exists_create_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     if not isinstance(small, cst.Expr):
         return None
     create = _manager_call(small.value, "create")
-    guard = _guarding_if(loc)
+    guard = loc.guarding_if()
     if create is None or guard is None or guard.orelse is not None \
             or not isinstance(guard.test, cst.UnaryOperation) \
             or not isinstance(guard.test.operator, cst.Not):

@@ -36,6 +36,20 @@ class Located:
     def function(self) -> Optional[cst.FunctionDef]:
         return self.functions[-1] if self.functions else None
 
+    def guarding_if(self) -> Optional[cst.If]:
+        """The ``if`` whose body is this statement's block, found in its function (the
+        check an exists-then-create's insert sits under)."""
+        found: list[cst.If] = []
+        block = self.block
+
+        class _Ifs(cst.CSTVisitor):
+            def visit_If(self, node: cst.If) -> None:
+                if node.body is block:
+                    found.append(node)
+        if self.function is not None:
+            self.function.visit(_Ifs())
+        return found[0] if found else None
+
 
 class _StatementIndex(cst.CSTVisitor):
     """Every statement by its first line, with its block, functions and loops."""

@@ -116,18 +116,6 @@ def _mentions(function: cst.FunctionDef, name: str) -> int:
     return len(count)
 
 
-def _guard_of(loc: Located) -> Optional[cst.If]:
-    found: list[cst.If] = []
-
-    class _Ifs(cst.CSTVisitor):
-        def visit_If(self, node: cst.If) -> None:
-            if node.body is loc.block:
-                found.append(node)
-    assert loc.function is not None
-    loc.function.visit(_Ifs())
-    return found[0] if found else None
-
-
 def _outer(src: FileSource, guard: cst.If) -> Optional[Located]:
     """Where the ``if`` itself sits (None for an ``elif``)."""
     loc = src.at(src.line_of(guard))
@@ -139,7 +127,7 @@ def sqlalchemy_insert_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     if loc is None or loc.function is None:
         return None
     added = _added(loc.statement)
-    guard = _guard_of(loc) if added is not None else None
+    guard = loc.guarding_if() if added is not None else None
     outer = _outer(src, guard) if guard is not None else None
     if added is None or guard is None or outer is None:
         return None

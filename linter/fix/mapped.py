@@ -180,11 +180,16 @@ def _base_ok(base: ast.expr, where: ModelModule, depth: int) -> Optional[str]:
     if found is None:
         return f"its base `{name}` is not found in the project"
     cls, module = found
+    return _class_and_bases_problem(cls, module, depth + 1)
+
+
+def _class_and_bases_problem(cls: ast.ClassDef, where: ModelModule, depth: int) -> Optional[str]:
+    """Why ``cls`` or one of its bases (judged at ``depth``) may not be written by a Core insert."""
     problem = _class_problem(cls)
     if problem is not None:
         return problem
-    for b in cls.bases:
-        problem = _base_ok(b, module, depth + 1)
+    for base in cls.bases:
+        problem = _base_ok(base, where, depth)
         if problem is not None:
             return problem
     return None
@@ -197,13 +202,9 @@ def core_insert_problem(model: str, keywords: Sequence[str], fixed: ModelModule)
     if found is None:
         return f"the class `{model}` is not found in the project (its columns cannot be checked)"
     cls, where = found
-    problem = _class_problem(cls)
+    problem = _class_and_bases_problem(cls, where, 1)
     if problem is not None:
         return problem
-    for base in cls.bases:
-        problem = _base_ok(base, where, 1)
-        if problem is not None:
-            return problem
     if _listened(where, model) or _listened(fixed, model):
         return f"`{model}` has mapper events, which an insert() would not run"
     columns = _columns(cls)

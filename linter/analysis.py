@@ -52,7 +52,9 @@ def analyze_source(source: str, cfg: Optional[Config] = None, filename: str = ""
     if _WRAPPER_HINT.search(source):
         if tree is None:
             tree = ast.parse(source)
-        cfg = with_wrappers(cfg, [(source, tree)])
+        # one file shows its own classes, not the project's: which models are defined
+        # elsewhere (``Config.defined_classes``) only a project's analysis can tell
+        cfg = dataclasses.replace(with_wrappers(cfg, [(source, tree)]), defined_classes=cfg.defined_classes)
     mod = ModuleAnalyzer(source, tree, cfg, filename, prefilter, RULES)
     findings = mod.run()
     return [dataclasses.replace(f, path=filename) for f in findings]

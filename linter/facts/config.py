@@ -143,6 +143,9 @@ class Config:
     #: models whose every base the project shows (constraints.py), filled by the analysis:
     #: their declared unique keys are all the keys they have
     declared_models: frozenset = frozenset()
+    #: every class the project's files define with a base (models among them), filled by the
+    #: analysis: a model outside it (another package's) has keys the linter cannot see
+    defined_classes: frozenset = frozenset()
 
     KEYS = ("gets", "puts", "locks", "transactions", "retrying_transactions", "side_effects",
             "versioned_models", "isolation", "enable", "disable",

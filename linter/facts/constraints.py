@@ -27,7 +27,7 @@ import ast
 import re
 from typing import Iterable
 
-from .ast_names import field_calls, last_name
+from .ast_names import field_calls, is_declared_attr, last_name
 from .tree_nodes import tree_nodes
 
 UniqueKeys = dict[str, list[frozenset[str]]]
@@ -106,6 +106,8 @@ def _meta_keys(cls: ast.ClassDef) -> list[list[str]]:
         elif isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__table_args__"
                                                   for t in stmt.targets):
             out.extend(_declared_keys(stmt.value))
+        elif is_declared_attr(stmt) and stmt.name == "__table_args__":
+            out.extend(_declared_keys(stmt))      # ``@declared_attr def __table_args__(cls): ...``
     return out
 
 
@@ -184,7 +186,7 @@ LIBRARY_KEYS: dict[tuple[str, str], list[frozenset[str]]] = {
 def class_bases(tree: ast.AST) -> dict[str, tuple[str, ...]]:
     """Class -> the last names of its bases, for classes that have some (``class
     Order(AbstractOrder)``): a model inherits the unique keys its bases declare."""
-    return {node.name: tuple(b for b in map(last_name, node.bases) if b and b[:1].isupper())
+    return {node.name: tuple(b for b in map(last_name, node.bases) if b and b.lstrip("_")[:1].isupper())
             for node in tree_nodes(tree).classes if node.bases}
 
 

@@ -112,6 +112,10 @@ def terminal(call: cst.Call) -> str:
 
 
 def is_model_name(name: str) -> bool:
+    """A class's name by the convention models follow: CamelCase, not a CONSTANT.  A module's
+    private model (``class _CustomData(ModelBase)``, used only through a wrapper) is one too:
+    the leading underscores say who may import it, not what it is."""
+    name = name.lstrip("_")
     return bool(name) and name[0].isupper() and not name.isupper()
 
 
@@ -320,6 +324,10 @@ LOOKUP_CALLS = frozenset({"filter", "filter_by", "where", "get", "get_or_none", 
                           "get_or_404", "first_or_404", "one_or_404"})
 
 
+#: a session's methods that run the statement they are given: its lookup is the statement's
+_STATEMENT_RUNNERS = frozenset({"scalar", "scalars", "execute", "exec"})
+
+
 def lookup_columns(call: cst.Call) -> Optional[frozenset[str]]:
     """The columns a lookup compares for equality: ``{"a", "b"}`` for ``filter(a=x, b=y)``,
     ``filter_by(a=x)``, ``where(M.a == x)``, ``get(pk=x)`` or ``session.get(M, x)`` (the
@@ -329,6 +337,12 @@ def lookup_columns(call: cst.Call) -> Optional[frozenset[str]]:
     _, calls, _ = chain(call)
     for c in calls:
         term = terminal(c)
+        if term in _STATEMENT_RUNNERS and c.args and isinstance(c.args[0].value, cst.Call) and \
+                c.args[0].keyword is None:
+            inner = lookup_columns(c.args[0].value)     # ``session.scalar(select(M).where(M.a == x))``
+            if inner is not None:
+                columns |= inner
+            continue
         if term not in LOOKUP_CALLS:
             continue
         args = list(c.args)

@@ -280,7 +280,7 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
         _wrappers_of_wrappers(txns, locks, _preset(TRANSACTIONS, cfg.transactions | cfg.retrying_transactions),
                               _preset(LOCKS, cfg.locks), all_openers)
     models = declared_models(bases)
-    if not txns and not locks and not keys and not managers and not related and not models:
+    if not txns and not locks and not keys and not managers and not related and not bases:
         return cfg
     merged = dict(cfg.unique_keys)
     for model, found in keys.items():
@@ -289,6 +289,7 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
                                unique_keys=merged, managers=cfg.managers | managers,
                                declared_models=cfg.declared_models | models,
+                               defined_classes=cfg.defined_classes | frozenset(bases),
                                relations=finish_relations(related) or cfg.relations)
 
 

@@ -40,6 +40,27 @@ def keep_or_drop(facts: dict, name: str, value) -> None:
         facts.pop(name, None)
 
 
+#: a function that returns a row that exists: ``get_x``, ``_fetch``, ``load_y``, ``find``
+#: (not ``get_or_create``, ``get_or_new``: those may return a row not inserted yet)
+_GETTER = re.compile(r"^_*(?:get|fetch|load|find|lookup|read|retrieve)(?:_.*)?$")
+
+
+def _returned_names(targets, position: Optional[int]) -> list[str]:
+    """The names a helper's returned row is bound to: each target, for a row returned
+    alone; the element at ``position`` of each tuple target (``artifact, _ = helper()``)."""
+    names = []
+    for t in targets:
+        tgt = t.target
+        if position is None and isinstance(tgt, cst.Name):
+            names.append(tgt.value)
+        elif position is not None and isinstance(tgt, (cst.Tuple, cst.List)) and \
+                position < len(tgt.elements) and isinstance(tgt.elements[position].value, cst.Name):
+            names.append(tgt.elements[position].value.value)
+        else:
+            return []
+    return names
+
+
 class AssignFacts:
     """Assignments: new entities, mutations (blind, derived, counter, atomic), selections."""
 
@@ -58,6 +79,7 @@ class AssignFacts:
         # a check kept in a variable: ``exists = M.objects.filter(..).exists()``
         check = self.check_kind(value)
         self.note_aggregate(targets, value, line)
+        self.note_fetched(targets, value)
         for t in targets:
             tgt = t.target
             if isinstance(tgt, cst.Name):
@@ -103,10 +125,11 @@ class AssignFacts:
         got = self.from_helper(value) if isinstance(value, cst.Call) else row_streams.property_row(self, value)
         if got is not None and presence.note_assigned(self, targets, value, got):
             got = None                  # a lookup's answer, not a row: a check kept in a name
-        if got is not None and all(isinstance(t.target, cst.Name) for t in targets):
+        names = _returned_names(targets, getattr(got[0], "position", None)) if got is not None else None
+        if names:
             self.calls_in(value)
-            for t in targets:
-                self.new_returned_entity(t.target.value, got, line)
+            for name in names:
+                self.new_returned_entity(name, got, line)
             return True
         return False
 
@@ -150,6 +173,19 @@ class AssignFacts:
                     qs_set.add(t.target.value)
                     self.queryset_keys[t.target.value] = frozenset(names_in(value))
         return qs_set
+
+    def note_fetched(self, targets, value: cst.BaseExpression) -> None:
+        """Names bound to what a getter the linter cannot follow returned (``row =
+        self._load(key)``, ``row, parent = await self._get_with_parent(..)``): rows that
+        exist.  Any other binding of a name forgets it."""
+        name = terminal(value) if isinstance(value, cst.Call) else ""
+        fetched = bool(_GETTER.match(name)) and "_or_" not in name
+        for t in targets:
+            tgt = t.target
+            names = [e.value for e in tgt.elements] if isinstance(tgt, (cst.Tuple, cst.List)) else [tgt]
+            for name in names:
+                if isinstance(name, cst.Name):
+                    (self.fetched_rows.add if fetched else self.fetched_rows.discard)(name.value)
 
     def bind_name(self, n: str, value: cst.BaseExpression, check, qs_set: set[str]) -> None:
         """``n = value`` for a plain name: what ``n`` held is forgotten, what ``value``
@@ -229,9 +265,12 @@ class AssignFacts:
                         for side in (value.left, value.right)):
             # ``x.n = x.n + 1`` is a counter; ``x.s = x.s + "suffix"`` a derived string
             kind = "derived" if non_numeric(value.left) or non_numeric(value.right) else "counter"
-        elif ent in self.sources(value) and not self.identity_value(value, ent):
+        elif ent in self.sources(value) and not self.identity_value(value, ent) and \
+                not self.kept_or_replaced(value, tgt, ent):
             kind = "derived"
         reads = {f for n, f in self.fields_read(value) if n == ent.name}
+        if kind == "blind":
+            reads.discard(attr)     # ``x.f = given or x.f``: its own value kept, nothing derived
         if ent.source == "self" and ent.name == "self":
             # ``self.expire = self.extended_until(plan)``: what the method reads of the row
             reads = self.mod.self_reads.expand(self.qualname.split(".", 1)[0], reads)
@@ -240,6 +279,21 @@ class AssignFacts:
             kind = "derived"
         self.mutate(ent, Mutation(line, attr, kind, own=own, constant=is_constant(value),
                                   reads=frozenset(reads)))
+
+    def kept_or_replaced(self, value: cst.BaseExpression, tgt: cst.Attribute, ent: Entity) -> bool:
+        """``x.f = reason or x.f`` (``reason if reason else x.f``): the field keeps the value
+        read or takes one the row did not give.  Nothing new is made from the read: keeping a
+        loaded value writes nothing under SQLAlchemy (an unchanged attribute is left out of the
+        UPDATE), and under a full-row ``save()`` it is the write-back every column gets."""
+        own = code_of(tgt)
+        if isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or):
+            sides = [value.left, value.right]
+        elif isinstance(value, cst.IfExp):
+            sides = [value.body, value.orelse]
+        else:
+            return False
+        others = [side for side in sides if code_of(side) != own]
+        return len(others) == 1 and ent not in self.sources(others[0])
 
     def identity_value(self, value: cst.CSTNode, ent: Entity) -> bool:
         """``f"deleted-{user.pk}"``: made from the row's primary key alone (and from

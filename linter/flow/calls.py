@@ -199,8 +199,14 @@ class CallFacts:
                 # an entity read earlier joins this session: its changes flush with it
                 self.entities[arg.value].session = dotted(recv)
                 return True
+            if term == "add" and isinstance(arg, cst.Name) and arg.value in self.fetched_rows:
+                return True     # a row a getter returned joins the session: no insert
+            if term == "add" and isinstance(arg, cst.Attribute) and \
+                    dotted(arg).split(".", 1)[0] in self.entities:
+                return True     # ``session.add(node.current)``: a row read with ``node`` joins, no insert
             if isinstance(arg, cst.Call):
-                model = dotted(arg.func).rsplit(".", 1)[-1]
+                made = dotted(arg.func).rsplit(".", 1)[-1]
+                model = made if is_model_name(made) else None   # ``add(new_account(e))``: a helper's row
             elif isinstance(arg, cst.Name):
                 model = self.new_objects.get(arg.value)
         self.act(call, f"`{code_of(call.func)}()`", model, "create")

@@ -37,7 +37,7 @@ class CheckFacts:
         if isinstance(expr, cst.Comparison):
             for call in iter_calls(expr):
                 t = terminal(call)
-                if t == "count" and (self.orm_query(call) or dotted(call.func) == "func.count"):
+                if t == "count" and (self.orm_query(call) or sql_function(call, "count")):
                     return ("count", "a count")
                 if t in ("update", "execute") and self.queryset_update(call):
                     return ("updated", "the rows an update matched")
@@ -75,9 +75,9 @@ class CheckFacts:
         """``"a count"`` / ``"an aggregate"`` when ``expr`` reads one from the database."""
         for call in iter_calls(expr):
             t = terminal(call)
-            if t == "count" and (self.orm_query(call) or dotted(call.func) == "func.count"):
+            if t == "count" and (self.orm_query(call) or sql_function(call, "count")):
                 return "a count"
-            if (t == "aggregate" and self.orm_query(call)) or dotted(call.func) in ("func.max", "func.count"):
+            if (t == "aggregate" and self.orm_query(call)) or sql_function(call, "max", "count"):
                 return "an aggregate"
         return None
 
@@ -332,3 +332,10 @@ def _comparisons(test: cst.BaseExpression) -> list:
         elif isinstance(node, cst.UnaryOperation):
             stack.append(node.expression)
     return out
+
+
+def sql_function(call: cst.Call, *names: str) -> bool:
+    """``func.count(...)`` however ``func`` is reached: ``sqlalchemy.func.count``,
+    ``sa.func.max``, Flask-SQLAlchemy's ``db.func.count``."""
+    parts = dotted(call.func).rsplit(".", 2)
+    return len(parts) >= 2 and parts[-2] == "func" and parts[-1] in names

@@ -63,11 +63,13 @@ class CallSite:
 class Returned:
     """What a function returns when it returns an entity it read (a loader helper)."""
 
-    __slots__ = ("info", "scopes", "line", "versioned", "policy")
+    __slots__ = ("info", "scopes", "line", "versioned", "policy", "position")
 
     def __init__(self, info: GetInfo, scopes: tuple, line: int, versioned: bool,
-                 policy: Optional[str] = None):
+                 policy: Optional[str] = None, position: Optional[int] = None):
         self.info = info
+        #: the row's place in a returned tuple (``return artifact, parent``), None: returned alone
+        self.position = position
         self.scopes = scopes        # the helper's transactions/locks at the read (end at return)
         self.line = line            # the read, in the helper's file
         self.versioned = versioned  # as the helper's module knows the model

@@ -66,6 +66,9 @@ class FunctionState:
     def _walk_state(self) -> None:
         """What the walk keeps as it goes: new rows, checks, locks, writes."""
         self.new_objects: dict[str, str] = {}
+        #: names bound to what a getter returned (``parent, _ = await self._get_artifact(..)``):
+        #: a row that exists, so ``session.add(parent)`` re-attaches it and inserts nothing
+        self.fetched_rows: set[str] = set()
         #: ... the columns seen set on each (constructor keywords, then ``obj.col = v``) and
         #: what each value is made from; absent when a constructor hides some (``M(**data)``)
         self.new_object_values: dict[str, InsertValues] = {}

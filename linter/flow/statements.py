@@ -11,7 +11,7 @@ from typing import Optional
 import libcst as cst
 
 from ..facts.config import name_matches
-from ..facts.model import Check, CheckKind, Scope
+from ..facts.model import Check, CheckKind, Entity, Scope
 from ..facts.syntax import (
     INTEGRITY_ERRORS, NOT_FOUND_ERRORS, branches, chain, code_of, dotted, exits, is_model_name,
     iter_calls, label, maybe_models, names_in, terminal)
@@ -143,15 +143,24 @@ class StatementWalk:
             if got is not None:
                 ret = got[0]
                 self.returned = Returned(ret.info, tuple(self.stack) + ret.scopes, self.line(value),
-                                         ret.versioned, ret.policy)
+                                         ret.versioned, ret.policy, ret.position)
         elif isinstance(value, cst.Name) and value.value in self.entities:
-            ent = self.entities[value.value]
-            if ent.source in ("get", "call"):
-                info = GetInfo(ent.model, ent.getter, ent.key, ent.framework,
-                               for_update=ent.for_update, locked=ent.locked_read,
-                               maybe_none=ent.maybe_none)
-                self.returned = Returned(info, ent.scopes, ent.read_line, ent.versioned,
-                                         ent.policy)
+            self.return_entity(self.entities[value.value], None)
+        elif isinstance(value, cst.Tuple):
+            # ``return artifact, parent``: the first row read here, at its place in the tuple
+            for position, element in enumerate(value.elements):
+                item = element.value
+                if isinstance(item, cst.Name) and item.value in self.entities:
+                    self.return_entity(self.entities[item.value], position)
+                    return
+
+    def return_entity(self, ent: Entity, position: Optional[int]) -> None:
+        if ent.source in ("get", "call"):
+            info = GetInfo(ent.model, ent.getter, ent.key, ent.framework,
+                           for_update=ent.for_update, locked=ent.locked_read,
+                           maybe_none=ent.maybe_none)
+            self.returned = Returned(info, ent.scopes, ent.read_line, ent.versioned,
+                                     ent.policy, position)
 
     # -- compound statements
     def with_(self, node: cst.With) -> None:

@@ -29,7 +29,7 @@ import os
 
 from ..facts.constraints import LIBRARY_KEYS, column, covered
 from ..facts.model import Act, ActKind, Check, CheckKind, Confidence, Finding
-from ..facts.syntax import CONTEXT_NAMES, columns_reading
+from ..facts.syntax import CONTEXT_NAMES, columns_reading, is_model_name
 from ..flow.events import Acted, AggregateStored, CallResolved
 from .get_or_create import note_settled
 from ..facts.module_facts import UNPROTECTED_POLICIES
@@ -92,7 +92,7 @@ def unique_key_settles(check: Check, act: Act, unique_keys: "dict | _ModelKeys")
     the insert's own columns decide, as they do for the model's declared keys."""
     if not check.kind.missing_row or act.kind != ActKind.CREATE:
         return False
-    target = act.model or (next(iter(check.models)) if len(check.models) == 1 else None)
+    target = _target(check, act)
     if target is None:
         return False
     declared = unique_keys.get(target, [])
@@ -110,6 +110,14 @@ def unique_key_settles(check: Check, act: Act, unique_keys: "dict | _ModelKeys")
         # a new row gets a new id (an inherited ``id`` column must not settle every insert)
         declared = [key for key in declared if not key <= PRIMARY_KEY]
     return act.model is not None and covered(declared, act.columns)
+
+
+def _target(check: Check, act: Act) -> Optional[str]:
+    """The model an insert adds a row to: its own, else the one model the check looked up."""
+    if act.model:
+        return act.model
+    model = next(iter(check.models)) if len(check.models) == 1 else None
+    return model if model and is_model_name(model) else None   # not ``deleted_at`` of ``t.c.deleted_at``
 
 
 def _key_fixed_by_check(check: Check, act: Act, declared: list) -> bool:
@@ -176,6 +184,17 @@ class _ModelKeys:
             module, name, _level = self.imports[model]
             found = self.keys.get(name) or LIBRARY_KEYS.get((module, name))
         return default if found is None else found
+
+    def unseen(self, model: Optional[str], defined: frozenset) -> bool:
+        """``model`` is a class no file of the project defines (``from galaxy.model import
+        Tag`` in an app whose models live in another package), and no library key table
+        knows it: whether a unique key settles an insert of it cannot be seen here."""
+        if model is None or not defined or model in defined or self.keys.get(model):
+            return False
+        if model in self.imports:
+            module, name, _level = self.imports[model]
+            return name not in defined and (module, name) not in LIBRARY_KEYS
+        return True
 
 
 def model_keys(fa: "FunctionState") -> _ModelKeys:
@@ -262,8 +281,12 @@ def on_act(fa: "FunctionState", event: Acted) -> None:
         return
     if check.locked and {id(s) for s in check.stack} <= {id(s) for s in event.scopes}:
         return
+    sure = confidence(check, act, set(fa.param_order))
+    if check.kind.missing_row and act.kind == ActKind.CREATE and \
+            keys.unseen(_target(check, act), fa.mod.cfg.defined_classes):
+        sure = Confidence.LOW       # another package's model: its unique keys are not in view
     fa.report(node, "TXN105", message(check, act, fa.framework_hint()), assessment=severity.of_check(check, act),
-              confidence=confidence(check, act, set(fa.param_order)))
+              confidence=sure)
 
 
 def on_aggregate_stored(fa: "FunctionState", event: AggregateStored) -> None:

@@ -57,7 +57,11 @@ def dotted(expr: cst.BaseExpression) -> str:
 
 
 def chain(expr: cst.BaseExpression) -> tuple[list[str], list[cst.Call], cst.BaseExpression]:
-    """Names of the attribute/call chain (outermost last), its calls and its root."""
+    """Names of the attribute/call chain (outermost last), its calls and its root.
+
+    An awaited link is the value it gives (``(await session.execute(q)).scalar_one()`` is
+    the chain ``session.execute(q).scalar_one()``): asyncio's sessions and results answer
+    the same calls as the sync ones, awaited."""
     names: list[str] = []
     calls: list[cst.Call] = []
     while True:
@@ -69,6 +73,8 @@ def chain(expr: cst.BaseExpression) -> tuple[list[str], list[cst.Call], cst.Base
             expr = expr.value
         elif isinstance(expr, cst.Subscript):
             expr = expr.value
+        elif isinstance(expr, cst.Await) and (names or calls):
+            expr = expr.expression
         else:
             if isinstance(expr, cst.Name):
                 names.append(expr.value)

@@ -33,6 +33,8 @@ _BUILDERS = frozenset({"query", "filter", "filter_by", "join", "outerjoin", "ord
 def kept(fa: "FunctionState", value: cst.BaseExpression) -> Optional[GetInfo]:
     """What ``value`` builds when it is a SQLAlchemy query not run yet: ``session.query(M)...``
     on a session, or more steps on a query kept earlier (``query.filter_by(..)``)."""
+    if isinstance(value, cst.Call) and terminal(value) in _RUNNERS:
+        return _result(fa, value)
     if not isinstance(value, cst.Call) or terminal(value) not in _BUILDERS:
         return None
     names, calls, root = chain(value)
@@ -58,6 +60,39 @@ def kept(fa: "FunctionState", value: cst.BaseExpression) -> Optional[GetInfo]:
     return info
 
 
+#: a session's methods that run a statement and give a result its terminals read rows from
+_RUNNERS = frozenset({"execute", "scalars"})
+
+
+def _result(fa: "FunctionState", value: cst.Call) -> Optional[GetInfo]:
+    """``result = await session.execute(select(M).where(..))`` (or ``session.scalars(stmt)``):
+    a result kept in a name, whose ``result.scalar_one()`` / ``result.scalars().first()``
+    later reads a row of ``M`` (``M`` unknown when the statement was built elsewhere).  Not
+    an ``update()``, ``insert()`` or ``delete()`` statement: those read no row."""
+    if not isinstance(value.func, cst.Attribute) or not value.args:
+        return None
+    recv = value.func.value
+    if not ("session" in dotted(recv).lower() or dotted(recv) in fa.sessions or fa.typed_session(recv)):
+        return None
+    statement = value.args[0].value
+    model = None
+    if isinstance(statement, cst.Call):
+        steps = [terminal(c) for c in chain(statement)[1]]
+        if "select" not in steps:
+            return None
+        model = next((first_arg_name(c) for c in chain(statement)[1] if terminal(c) == "select"), None)
+    elif not isinstance(statement, (cst.Name, cst.Attribute)):
+        return None
+    steps = chain(statement)[1] if isinstance(statement, cst.Call) else []
+    info = GetInfo(model, model, None, "sqlalchemy",
+                   for_update=any(terminal(c) == "with_for_update" for c in steps))
+    info.session = dotted(recv)           # the rows its terminal reads flush with this session
+    info.lookup = lookup_columns(value)
+    info.lookup_values = lookup_values(value)
+    info.state = state_columns(statement) if isinstance(statement, cst.Call) else frozenset()
+    return info
+
+
 def run(base: GetInfo, term: str, mk) -> Optional[GetInfo]:
     """``query.one()`` on a query kept in a name: a read of its rows (``mk`` makes the
     walk's :class:`GetInfo` for the call); None for anything but a terminal."""
@@ -65,6 +100,8 @@ def run(base: GetInfo, term: str, mk) -> Optional[GetInfo]:
         return None
     info = mk(base.model, None, "sqlalchemy", maybe_none=term in MAYBE_NONE)
     info.for_update = info.for_update or base.for_update
+    if getattr(base, "session", None):
+        info.session = base.session
     info.lookup = info.lookup or base.lookup
     info.lookup_values = info.lookup_values | base.lookup_values
     info.state = info.state | base.state

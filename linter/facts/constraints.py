@@ -194,6 +194,18 @@ def class_bases(tree: ast.AST) -> dict[str, tuple[str, ...]]:
 _MODEL_ROOTS = frozenset({"Model"})
 
 
+def bound_classes(tree: ast.AST) -> frozenset[str]:
+    """CamelCase names a module binds to what a call returns (``UserForumPermission =
+    get_model("forum_permission", "UserForumPermission")``, ``User = get_user_model()``,
+    ``Post = model_factory(AbstractPost)``): the project's models when it makes them at
+    import time, classes it defines as much as a ``class`` statement does."""
+    body = tree.body if isinstance(tree, ast.Module) else []
+    return frozenset(stmt.targets[0].id for stmt in body
+                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                     and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)
+                     and stmt.targets[0].id.lstrip("_")[:1].isupper() and not stmt.targets[0].id.isupper())
+
+
 def declared_models(bases: "dict[str, tuple[str, ...]] | dict[str, list[str]]") -> frozenset[str]:
     """Classes whose ancestry the project shows down to ``Model``: every base is ``Model``
     or such a class.  Their unique keys are all declared where the linter reads them; a

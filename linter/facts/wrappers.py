@@ -35,7 +35,7 @@ import re
 from typing import Iterable, Optional, Sequence
 
 from .config import LOCKS, TRANSACTIONS, Config, name_matches
-from .constraints import class_bases, declared_models, inherit_keys, manager_attributes, unique_keys
+from .constraints import bound_classes, class_bases, declared_models, inherit_keys, manager_attributes, unique_keys
 from .relations import finish as finish_relations, merge as merge_relations, relations
 from .tree_nodes import TreeNodes, tree_nodes
 
@@ -244,6 +244,8 @@ class FileFacts:
     bases: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: context managers and decorators -> the names they open (``openers``): wrappers of wrappers
     openers: tuple[tuple[str, frozenset[str]], ...] = ()
+    #: CamelCase names bound to a call's result at module level (``User = get_user_model()``)
+    bound: frozenset[str] = frozenset()
 
 
 def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
@@ -254,7 +256,8 @@ def file_facts(source: str, tree: ast.AST, cfg: Config) -> FileFacts:
                      tuple((model, tuple(found)) for model, found in keys.items()),
                      manager_attributes([(source, tree)]),
                      tuple(sorted(relations([(source, tree)]).items())),
-                     tuple(sorted(class_bases(tree).items())), openers(source, tree))
+                     tuple(sorted(class_bases(tree).items())), openers(source, tree),
+                     bound_classes(tree))
 
 
 def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
@@ -267,8 +270,10 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     related: dict[str, set[str]] = {}
     bases: dict[str, tuple[str, ...]] = {}
     all_openers: list[tuple[str, frozenset[str]]] = []
+    bound: set[str] = set()
     for f in facts:
         bases.update(f.bases)
+        bound |= f.bound
         txns |= f.transactions
         locks |= f.locks
         managers |= f.managers
@@ -289,7 +294,7 @@ def project_config(cfg: Config, facts: Sequence[FileFacts]) -> Config:
     return dataclasses.replace(cfg, transactions=cfg.transactions | txns, locks=cfg.locks | locks,
                                unique_keys=merged, managers=cfg.managers | managers,
                                declared_models=cfg.declared_models | models,
-                               defined_classes=cfg.defined_classes | frozenset(bases),
+                               defined_classes=cfg.defined_classes | frozenset(bases) | bound,
                                relations=finish_relations(related) or cfg.relations)
 
 

@@ -137,18 +137,19 @@ def _facts_out(f: FileFacts) -> list:
             [[model, [sorted(key) for key in keys]] for model, keys in f.unique_keys],
             sorted(f.managers), [[model, sorted(names)] for model, names in f.relations],
             [[cls, list(names)] for cls, names in f.bases],
-            [[name, sorted(opened)] for name, opened in f.openers]]
+            [[name, sorted(opened)] for name, opened in f.openers], sorted(f.bound)]
 
 
 def _facts_in(data: list) -> FileFacts:
-    txns, locks, keys, managers, related, bases, opened = data
+    txns, locks, keys, managers, related, bases, opened, bound = data
     return FileFacts(frozenset(map(str, txns)), frozenset(map(str, locks)),
                      tuple((str(model), tuple(frozenset(map(str, key)) for key in found))
                            for model, found in keys),
                      frozenset(map(str, managers)),
                      tuple((str(model), frozenset(map(str, names))) for model, names in related),
                      tuple((str(cls), tuple(map(str, names))) for cls, names in bases),
-                     tuple((str(name), frozenset(map(str, names))) for name, names in opened))
+                     tuple((str(name), frozenset(map(str, names))) for name, names in opened),
+                     frozenset(map(str, bound)))
 
 
 class ProjectIndex:

@@ -189,8 +189,9 @@ class _ModelKeys:
         """``model`` is a class no file of the project defines (``from galaxy.model import
         Tag`` in an app whose models live in another package), and no library key table
         knows it: whether a unique key settles an insert of it cannot be seen here."""
-        if model is None or not defined or model in defined or self.keys.get(model):
-            return False
+        if model is None or not is_model_name(model) or not defined or model in defined or \
+                self.keys.get(model):
+            return False        # ``self`` of a manager's ``self.create()`` names no class
         if model in self.imports:
             module, name, _level = self.imports[model]
             return name not in defined and (module, name) not in LIBRARY_KEYS

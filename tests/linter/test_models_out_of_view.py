@@ -85,3 +85,22 @@ def test_the_same_model_defined_in_the_project_is_sure(tmp_path, capsys):
     (data / "model.py").write_text(MODELS.replace("Label", "Tag").replace('"label"', '"tag"'))
     assert _findings(capsys, str(root)) == {(11, "TXN105"): "high", (17, "TXN105"): "high",
                                             (23, "TXN105"): "high"}
+
+
+def test_a_managers_own_create_is_not_another_packages_model(tmp_path, capsys):
+    """``self.create()`` in a manager inserts a row of the manager's model: ``self`` names
+    no class, so nothing is out of view (allauth's ``EmailAddressManager.add_email``)."""
+    root = _project(tmp_path)
+    (root / "app" / "managers.py").write_text(textwrap.dedent("""\
+        from django.db import models
+
+
+        class EmailManager(models.Manager):
+            def add_email(self, user, email):
+                try:
+                    return self.get(user=user, email__iexact=email)
+                except self.model.DoesNotExist:
+                    return self.create(user=user, email=email)
+        """))
+    found = _findings(capsys, str(root), "--min-severity", "low")
+    assert found[(9, "TXN105")] == "high"

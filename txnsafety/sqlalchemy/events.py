@@ -51,7 +51,7 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 
 from .. import checker
 from ..config import settings
-from ..context import Transaction, current_state, left_out_scope, new_transaction
+from ..context import Transaction, current_state, left_out_scope, root_transaction
 from ..policies import Policy
 from ..report import StompingError
 from . import detached, reads
@@ -73,9 +73,9 @@ class SessionState:
     __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "unfetched", "last",
                  "window", "window_of", "__weakref__")
 
-    def __init__(self) -> None:
+    def __init__(self, root: Any = None) -> None:
         #: The root SessionTransaction this state describes, until it ends.
-        self.root: Any = None
+        self.root: Any = root
         self.txn: Transaction | None = None   # its checker identity (None: no transaction)
         self.autocommit = False
         self.ignores_for_update = False
@@ -111,9 +111,8 @@ class SessionState:
             return
         self.window = None  # a new or weaker transaction: the next statement's read names it
         if self.txn is None:
-            self.txn = new_transaction(isolation=verdict.isolation,
-                                       prevents_lost_update=verdict.prevents_lost_update,
-                                       database=verdict.database, label="sqlalchemy")
+            self.txn = root_transaction(verdict.isolation, verdict.prevents_lost_update, verdict.database,
+                                        "sqlalchemy")
         elif self.txn.prevents_lost_update and not verdict.prevents_lost_update:
             self.txn = dataclasses.replace(self.txn, isolation=verdict.isolation, prevents_lost_update=False)
 
@@ -159,13 +158,13 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
         return
     if current_state()[0] is None and left_out_scope() is not None:
         return  # a request the sample leaves out runs as if the checker were off (its notes stay)
+    root = transaction
+    while root._parent is not None:  # a savepoint (SAVEPOINT on the root's connection); ``parent``'s
+        root = root._parent          # own attribute (private; pinned by test): the property is a frame
     state = session.info.get(INFO_KEY)
     if state is None:
-        state = session.info[INFO_KEY] = SessionState()
-    root = transaction
-    while root.parent is not None:  # a savepoint (SAVEPOINT on the root's connection)
-        root = root.parent
-    if state.root is not root:
+        state = session.info[INFO_KEY] = SessionState(root)
+    elif state.root is not root:
         state.start(root)
     try:
         verdict = verdict_for(connection)

@@ -87,9 +87,9 @@ def _instances(cursor: Any, context: Any) -> Any:
     call costs the request about a tenth of a point: the common path makes none of its own.
     """
     state = current_state()
-    scope = state[0]
-    if scope is None:  # no request, or one the sample leaves out: first, as they pay least then
+    if state[0] is None:  # no request, or one the sample leaves out: first, as they pay least then
         return _original_instances(cursor, context)
+    scope = state[0]
     session = context.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
     if session_state is None or not settings.enabled:
@@ -251,6 +251,9 @@ def root_ended(session_state: Any) -> None:
     """
     unfetched, last = session_state.unfetched, session_state.last
     if last is None:
+        return
+    if not unfetched and hasattr(last, "partials"):  # the common end: every statement's rows made
+        session_state.last = None
         return
     session_state.unfetched, session_state.last = [], None
     if unfetched:

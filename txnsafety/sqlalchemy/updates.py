@@ -88,9 +88,11 @@ def _judged_quickly(state: Any, scope: Any) -> bool:
     if not committed:
         return True  # dirty through a relationship only: no UPDATE of this row's columns
     cls = state.class_
-    policy = cached_policy(cls)
-    info = _classes.get(cls)
-    if (policy is None or not policy.quick or info is None
+    policy = cached_policy(cls) or checker.write_policy(cls)  # (strict mode's default included)
+    if policy is None:
+        return True  # not checked
+    info = _classes.get(cls) or _info(cls)
+    if (not policy.quick
             or ((sites_wanted or settings.read_sites == "always") and wants_site(cls))):
         return False
     ref = _session_refs.get(state.session_id)
@@ -140,10 +142,11 @@ def _write_quickly(scope: Any, obj: Any, cls: type, policy: Any, info: Any, sess
     goes to ``checker.write`` with that read taken in first (the only time this path stores it:
     the next ask of it finds the same read through the object, :mod:`.reads`).  False (nothing
     changed) when the object's stamp was replaced since its statement: judged in full."""
-    me = id(obj)
-    entry = scope.stamps.get(me)
-    if entry is not None and entry[1] >= noted[1]:
-        return False  # restamped (a stale lock, an earlier read's site and leases)
+    me, stamps = id(obj), scope.stamps
+    if stamps:  # (most requests keep none: their reads stay on the objects)
+        entry = stamps.get(me)
+        if entry is not None and entry[1] >= noted[1]:
+            return False  # restamped (a stale lock, an earlier read's site and leases)
     key = ident[0] if len(ident) == 1 else tuple(ident)
     txn, versioned = session_state.txn, info.versioned or not derived
     written = frozenset(derived or changed)  # only blind values: remembered as sent, cannot stomp
@@ -164,7 +167,7 @@ def _write_quickly(scope: Any, obj: Any, cls: type, policy: Any, info: Any, sess
         now = scope.last = next(scope._clock)  # checker._remember_write's first write of a row, inline
         scope.writes[history_key] = {me: (now, dict.fromkeys(written, now), None, obj)}
         return True
-    scope.stamps[me] = (obj, noted[1], noted[2], noted[3], None, noted[4], False)
+    stamps[me] = (obj, noted[1], noted[2], noted[3], None, noted[4], False)
     if stale:
         _stale_lock(obj, cls, session_state)
     checker.write(scope, obj, model=cls, policy=policy, key=key, written=written, transaction=txn,

@@ -93,7 +93,8 @@ class SessionState:
         #: nothing has ticked since (see reads._instances).
         self.window: tuple[Any, ...] | None = None
         #: The context's state tuple (request, transactions, leases) ``window`` was made in: the
-        #: next statement shares the window only in the same one (see reads._new_window).
+        #: next statement shares the window only in the same one (see reads._new_window); None
+        #: whenever ``window`` is (and to drop the window: a new transaction).
         self.window_of: Any = None
 
     def start(self, root: Any) -> None:
@@ -105,11 +106,11 @@ class SessionState:
         if verdict.dialect in IGNORES_FOR_UPDATE:
             self.ignores_for_update = True
         if not verdict.transactional:
-            self.autocommit, self.txn, self.window = True, None, None
+            self.autocommit, self.txn, self.window_of = True, None, None
             return
         if self.autocommit:
             return
-        self.window = None  # a new or weaker transaction: the next statement's read names it
+        self.window_of = None  # a new or weaker transaction: the next statement's read names it
         if self.txn is None:
             self.txn = root_transaction(verdict.isolation, verdict.prevents_lost_update, verdict.database,
                                         "sqlalchemy")

@@ -80,7 +80,7 @@ def _instances(cursor: Any, context: Any) -> Any:
     rows cost the SQLAlchemy request about 3 points (docs/performance.md).
 
     The common statement (no refresh, not FOR UPDATE or one that is a plain read:
-    :func:`_plain_for_update`, not streamed, no read site wanted) is noted inline, as
+    :func:`_plain_for_update`, not streamed, no read site wanted; prebuffered or not) is noted inline, as
     :func:`statement_read` would note it, sharing the previous common statement's read when
     nothing ticked since (:func:`_new_window`); the rest goes to
     :func:`_instances_noted`.  Every statement of every request passes here, and each Python
@@ -99,12 +99,17 @@ def _instances(cursor: Any, context: Any) -> Any:
             or context.yield_per or sites_wanted or settings.read_sites == "always"):
         return _instances_noted(cursor, context, session_state, scope)
     result = _original_instances(cursor, context)
-    if result.dynamic_yield_per or context.execution_options.get("prebuffer_rows", False):
+    if result.dynamic_yield_per:  # a server-side cursor: noted at its first rows
         return _noted(result, session_state, context, None)
     try:  # statement_read's tuple (nothing FOR UPDATE, no site), or the previous statement's
-        read = session_state.window
-        if read is None or session_state.window_of is not state or read[1] != scope.last:
+        read = session_state.window  # (None only with window_of None: see SessionState)
+        if session_state.window_of is not state or read[1] != scope.last:
             read = _new_window(session_state, scope, state)
+        if context.execution_options.get("prebuffer_rows", False):
+            # its objects are made already (AsyncSession's results): a refresh among them noted the
+            # statement's read itself (on_refresh), which stays; nothing is left to track
+            session_state.reads.setdefault(context.runid, read)
+            return result
         session_state.reads[context.runid] = read
     except Exception:  # (free on CPython 3.11+ until raised)
         log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")

@@ -28,7 +28,8 @@ extension.  What happens then:
   unless the transaction's snapshot makes it current anyway.  On an AUTOCOMMIT
   connection the statement itself is TXN108.
 * **Writes.**  ``MapperEvents.before_update`` (inside the flush, with the
-  connection) calls :func:`txnsafety.record_write` with the changed columns.  A
+  connection) judges the write with the changed columns (:mod:`.updates`: the common
+  write in two Python frames, any other by :func:`txnsafety.checker.write`).  A
   column assigned a SQL expression (``obj.n = Model.n + 1``) is atomic in the
   database and not a read-modify-write; a mapper with ``version_id_col`` writes
   conditionally (``versioned=True``).  ``after_insert`` records creations.  Bulk

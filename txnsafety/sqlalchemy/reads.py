@@ -123,11 +123,10 @@ def _instances(cursor: Any, context: Any) -> Any:
 
 
 def _new_window(session_state: Any, scope: Any, state: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A new shared read for the common statements from now on: something ticked since the last
-    one, or the context's state (request, leases) changed, or the transaction did (``SessionState``
-    drops its window then).  Two reads sharing a tick cannot be told apart by anything ticks order
-    reads against (docs/performance.md, eighth round).  ``window_of`` is the context's state tuple
-    itself, one identity test for the request and the leases (any change of either sets a new one)."""
+    """A new shared read for the common statements: something ticked since the last one, or the
+    context's state tuple (request, leases: ``window_of``, one identity test) or the transaction
+    changed.  Two reads sharing a tick cannot be told apart by anything ticks order reads against
+    (docs/performance.md, eighth round)."""
     now = scope.last = next(scope._clock)
     session_state.window_of = state
     read = session_state.window = (scope.token, now, session_state.txn, state[2], False, False, None, None)
@@ -135,10 +134,9 @@ def _new_window(session_state: Any, scope: Any, state: tuple[Any, ...]) -> tuple
 
 
 def _plain_for_update(session_state: Any) -> bool:
-    """A FOR UPDATE statement that is a plain read: a dialect that renders no FOR UPDATE (SQLite,
-    whose transactions serialize writers), in a transaction (outside one it is TXN108).  It takes
-    no lock the checker notes (:func:`note_lock` returns) and its read says not FOR UPDATE
-    (:func:`statement_read`), so it is noted as any common statement is, sharing its read."""
+    """A FOR UPDATE statement that is a plain read: a dialect that renders none (SQLite), in a
+    transaction (outside one it is TXN108).  :func:`note_lock` notes no lock for it and
+    :func:`statement_read` says not FOR UPDATE: it is noted as a common statement is."""
     return session_state.ignores_for_update and session_state.txn is not None
 
 

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import Column, Integer, select
 
 import txnsafety
-from fixtures.sqla_app.models import Account, Base, Tally, VersionedCounter
+from fixtures.sqla_app.models import Account, Base, LockedCounter, Tally, VersionedCounter
 from txnsafety.sites import sites_wanted
 from txnsafety.sqlalchemy import updates
 
@@ -31,6 +31,27 @@ class Shelf(Base):
     id = Column(Integer, primary_key=True, autoincrement=False)
     shelf_rank = Column(Integer, nullable=False, default=0)
     shelf_hits = Column(Integer, nullable=False, default=0)
+
+
+@txnsafety.written_once()
+class Receipt(Base):
+    """A policy the read's transaction does not clear: a re-write is TXN110 in any transaction."""
+    __tablename__ = "txn_quick_receipt"
+    id = Column(Integer, primary_key=True, autoincrement=False)
+    n = Column(Integer, nullable=False, default=0)
+
+
+@txnsafety.written_by_single_writer("nightly")
+class Ledger(Base):
+    """Another: written only inside ``txnsafety.single_writer("nightly")``."""
+    __tablename__ = "txn_quick_ledger"
+    id = Column(Integer, primary_key=True, autoincrement=False)
+    n = Column(Integer, nullable=False, default=0)
+
+
+#: the tables of this file's models, and their rows
+_OWN_ROWS = ((Shelf, {"id": 1, "shelf_rank": 1, "shelf_hits": 10}), (Receipt, {"id": 1, "n": 0}),
+             (Ledger, {"id": 1, "n": 0}))
 
 
 # -- the scenarios: each is one request's code -----------------------------------------------------
@@ -70,6 +91,15 @@ def _shelf(hits: bool) -> Callable[[Any], None]:
             shelf.shelf_rank = 7                         # a position from the request: blind
             if hits:
                 shelf.shelf_hits += 1
+            session.commit()
+    return scenario
+
+
+def _counted(model: type) -> Callable[[Any], None]:
+    def scenario(stack: Any) -> None:
+        with stack.Main() as session:                    # a transaction that prevents lost updates
+            row = session.get(model, 1)
+            row.n += 1
             session.commit()
     return scenario
 
@@ -147,7 +177,8 @@ def _atomic(stack: Any) -> None:
 
 #: name -> (the request's code, whether the quick path judges every write of it by itself: not a
 #: SQL expression, nor a read of another request, nor a write of a model whose reads are located
-#: since a violation earlier in the request, as in "two objects of a row, weak")
+#: since a violation earlier in the request, as in "two objects of a row, weak", nor one whose
+#: policy the read's transaction does not clear)
 SCENARIOS: dict[str, tuple[Callable[[Any], None], bool]] = {
     "increment, transaction that prevents lost updates": (_increment("Main"), True),
     "increment, weak transaction": (_increment("Weak"), True),
@@ -166,6 +197,9 @@ SCENARIOS: dict[str, tuple[Callable[[Any], None], bool]] = {
     "FOR UPDATE in a weak transaction": (_for_update_in_a_weak_transaction, True),
     "version column": (_versioned, True),
     "SQL expression": (_atomic, False),
+    "user lock policy, no lock": (_counted(LockedCounter), False),
+    "written once, re-written": (_counted(Receipt), False),
+    "single writer, outside its block": (_counted(Ledger), False),
     "read in an earlier request": (_read_in_an_earlier_request, False),
 }
 
@@ -190,7 +224,8 @@ def _served(stack: Any, scenario: Callable[[Any], None], log: list[Any], quick: 
     """(the violations reported, the full judgements made, the rows left) of one run."""
     reset_rows(stack.url)
     with stack.plain.begin() as conn:
-        conn.execute(Shelf.__table__.insert(), [{"id": 1, "shelf_rank": 1, "shelf_hits": 10}])
+        for model, row in _OWN_ROWS:
+            conn.execute(model.__table__.insert(), [row])
     sites_wanted.clear()  # (a violation of the other run located this model's reads since)
     full = []
     judge_update = updates.judge_update
@@ -204,7 +239,8 @@ def _served(stack: Any, scenario: Callable[[Any], None], log: list[Any], quick: 
     finally:
         monkeypatch.undo()
     with stack.plain.connect() as conn:
-        rows = tuple(conn.execute(select(model)).all() for model in (Account, Tally, VersionedCounter, Shelf))
+        rows = tuple(conn.execute(select(model)).all()
+                     for model in (Account, Tally, VersionedCounter, LockedCounter) + tuple(m for m, _ in _OWN_ROWS))
     return [(v.code.value, v.model, v.key, v.detail.get("fields written")) for v in log[seen:]], len(full), rows
 
 
@@ -238,6 +274,9 @@ def test_the_scenarios_report_what_they_are_about(stack, production, txnsafety_v
     assert codes["version column"] == []
     assert codes["SQL expression"] == []
     assert codes["read in an earlier request"] != []
+    assert codes["user lock policy, no lock"] == ["TXN102"]
+    assert codes["written once, re-written"] == ["TXN110"]
+    assert codes["single writer, outside its block"] == ["TXN110"]
 
 
 @pytest.fixture
@@ -245,6 +284,7 @@ def stack(fresh_db):
     from fixtures.sqla_app.engines import sync_stack
     s = sync_stack(fresh_db)
     with s.plain.begin() as conn:
-        Shelf.__table__.create(conn, checkfirst=True)
+        for model, _ in _OWN_ROWS:
+            model.__table__.create(conn, checkfirst=True)
     yield s
     s.dispose()

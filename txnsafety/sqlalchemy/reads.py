@@ -79,12 +79,10 @@ def _instances(cursor: Any, context: Any) -> Any:
     rows are made (:func:`_noted_chunks`): a generator put in front of every statement's
     rows cost the SQLAlchemy request about 3 points (docs/performance.md).
 
-    The common statement (no refresh, not FOR UPDATE or one that is a plain read:
-    :func:`_plain_for_update`, not streamed, no read site wanted; prebuffered or not) is noted inline, as
-    :func:`statement_read` would note it, sharing the previous common statement's read when
-    nothing ticked since (:func:`_new_window`); the rest goes to
-    :func:`_instances_noted`.  Every statement of every request passes here, and each Python
-    call costs the request about a tenth of a point: the common path makes none of its own.
+    The common statement (no refresh, not FOR UPDATE but a plain read (:func:`_plain_for_update`),
+    not streamed, no read site wanted) is noted inline as :func:`statement_read` would, sharing
+    the previous one's read when nothing ticked since (:func:`_new_window`); the rest goes to
+    :func:`_instances_noted`.  Each Python call costs the request about a tenth of a point.
     """
     state = current_state()
     if state[0] is None:  # no request, or one the sample leaves out: first, as they pay least then
@@ -312,11 +310,6 @@ def _note(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -
 _original_instances = loading.instances
 
 
-def _session_state(context: Any) -> Any:
-    session = context.session
-    return session.info.get(INFO_KEY) if session is not None else None
-
-
 def statement_read(context: Any, session_state: Any, scope: Any, leases: tuple[Any, ...]) -> tuple[Any, ...]:
     """What is true of every row of the statement: ``(request token, tick, transaction, leases,
     FOR UPDATE, FOR UPDATE with no transaction (TXN108), the tables FOR UPDATE OF names,
@@ -476,7 +469,8 @@ def on_refresh(state: Any, context: Any, attrs: Any) -> None:
     try:
         if attrs is not None and not (classes.get(state.class_) or info(state.class_)).loaded_columns <= attrs:
             return
-        session_state = _session_state(context)
+        session = context.session
+        session_state = session.info.get(INFO_KEY) if session is not None else None
         if session_state is None:
             return
         entry = session_state.reads.get(context.runid)

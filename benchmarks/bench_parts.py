@@ -41,7 +41,7 @@ from txnsafety.sqlalchemy import events as ts_events  # noqa: E402
 
 
 def _no_writes() -> None:
-    event.remove(Mapper, "before_update", ts_events._before_update)
+    event.remove(Mapper, "before_update", ts_events.before_update)
     event.remove(Mapper, "after_insert", ts_events._after_insert)
 
 

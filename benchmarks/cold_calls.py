@@ -7,7 +7,7 @@ sampler: it serves one benchmark request many times, checked, and times every ca
 the checker's write judgement by its place in the request.
 
 * **SQLAlchemy** (``bench_sqlalchemy.py``): the five writes are judged back to back,
-  inside one flush (``events._judge_update``, called by ``before_update``).  The first
+  inside one flush (``updates._judged_quickly``, called by ``before_update``).  The first
   runs after the view's reads and SQLAlchemy's flush preparation, with the checker's code
   and data out of the caches; the next four run the same code right after it.
 * **Django** (``bench_django.py``, no other middleware): each ``save()`` is judged
@@ -64,15 +64,16 @@ class Places:
 
 
 def sqlalchemy_writes(requests: int) -> Places:
-    """``events._judge_update`` by place in ``bench_sqlalchemy.py``'s WSGI request (SQLite)."""
+    """``updates._judged_quickly`` (each of these writes is the common one it judges by itself) by
+    place in ``bench_sqlalchemy.py``'s WSGI request (SQLite)."""
     from sqlalchemy.orm import sessionmaker
 
     from benchmarks import bench_sqlalchemy as sa
-    from txnsafety.sqlalchemy import events, instrument
+    from txnsafety.sqlalchemy import instrument, updates
 
     places = Places()
-    original = events._judge_update
-    events._judge_update = places.timed(original)  # _before_update looks it up at each call
+    original = updates._judged_quickly
+    updates._judged_quickly = places.timed(original)  # before_update looks it up at each call
     try:
         with tempfile.TemporaryDirectory() as tmp:
             engine = sa.prepared_engine(tmp, None, rows=20)
@@ -83,7 +84,7 @@ def sqlalchemy_writes(requests: int) -> Places:
                 request()
             engine.dispose()
     finally:
-        events._judge_update = original
+        updates._judged_quickly = original
     return places
 
 

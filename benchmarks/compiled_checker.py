@@ -37,7 +37,7 @@ HOT_MODULES = (
     "txnsafety/wsgi.py", "txnsafety/django/transactions.py", "txnsafety/django/reads.py",
     "txnsafety/django/hooks.py", "txnsafety/django/saves.py", "txnsafety/django/middleware.py",
     "txnsafety/sqlalchemy/reads.py", "txnsafety/sqlalchemy/events.py", "txnsafety/sqlalchemy/changes.py",
-    "txnsafety/sqlalchemy/lookups.py",
+    "txnsafety/sqlalchemy/lookups.py", "txnsafety/sqlalchemy/updates.py",
 )
 #: "overhead of checked: +6.5 %" (the timed benchmarks) and count_instructions.py's table rows.
 _TIMED = re.compile(r"^overhead of checked: ([+-][\d.]+) %", re.M)

@@ -120,6 +120,16 @@ def new_transaction(
     return _make_transaction(tid, tid, isolation, prevents_lost_update, database, label)
 
 
+def root_transaction(isolation: str, prevents_lost_update: bool, database: str, label: str) -> Transaction:
+    """:func:`new_transaction` of a root, positional and in one frame: an integration mints one
+    for every transaction a checked request begins (:func:`_make_transaction`'s body, inline)."""
+    tid = next(_transaction_ids)
+    txn = _new_object(Transaction)
+    txn.__dict__.update(id=tid, root_id=tid, isolation=isolation, prevents_lost_update=prevents_lost_update,
+                        database=database, label=label)
+    return txn
+
+
 class RequestScope:
     """Everything the checker remembers about one request (or job, or test).
 

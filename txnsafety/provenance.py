@@ -52,6 +52,10 @@ log = logging.getLogger("txnsafety")
 _files: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 #: model class -> (len(sys.modules) when built, names derived by the code searched for it).
 _models: dict[Any, tuple[int, frozenset[str]]] = {}
+#: ``known_derivations(model) -> (len(sys.modules) when built, names derived) | None``: the cache
+#: :func:`derived_somewhere` answers from, its own bound ``get`` (no Python frame), for a per-write
+#: quick path that asks several names at once (valid while ``len(sys.modules)`` is the same).
+known_derivations = _models.get
 
 
 def derived_somewhere(model: type, name: str) -> bool:

@@ -57,7 +57,7 @@ class TxnSafetyMiddleware:
         except BaseException:
             close_request(scope, token)
             raise
-        if not _is_streamed(result):
+        if type(result) is list or not _is_streamed(result):  # (a list: _is_streamed's first answer)
             close_request(scope, token)  # the request is over: what the caller runs next is not
             return result
         return _ClosingBody(result, DetachedRequest(scope, token))

@@ -599,7 +599,9 @@ def test_async_refetch_uses_the_async_session(fresh_db):
     asyncio.run(main())
 
 
-def test_fetch_under_lock_with_sqlalchemy_entities(stack, txnsafety_violations):
+def test_fetch_under_lock_with_sqlalchemy_entities(stack, read_sites, txnsafety_violations):
+    """(Also as production runs, ``read_sites``: the re-read under the lock is a common statement
+    there, whose read must not be shared with the one before the lock was taken.)"""
     from txnsafety.locks import fetch_under_lock, user_write_lock
     with stack.Weak() as session:
         counter = session.get(LockedCounter, 1)                 # read without the lock
@@ -632,7 +634,7 @@ def test_an_object_read_under_a_lock_still_pickles(stack):
     assert getattr(inspect(copy), _READ_ATTR)[3] == ()
 
 
-def test_async_fetch_under_lock(fresh_db, txnsafety_violations):
+def test_async_fetch_under_lock(fresh_db, read_sites, txnsafety_violations):
     from txnsafety.locks import fetch_under_lock
 
     async def main():

@@ -500,3 +500,55 @@ def test_the_execution_context_keeps_the_statement_it_runs_beside_the_cached_com
     assert second.compiled.statement is first.invoked_statement
     assert second.invoked_statement.whereclause.right.effective_value == "second"
     assert second.compiled_parameters[0] == {"owner_1": "second"}
+
+
+def test_a_state_finds_its_session_in_the_weak_dictionary_of_sessions_data(engine):
+    """updates.py finds a flushed object's Session as ``InstanceState.session`` does, in the
+    ``WeakValueDictionary`` of Sessions by ``session_id``, through its ``data`` (hash key -> weak
+    reference): the property and the dictionary's ``__getitem__`` are two frames a write."""
+    from sqlalchemy import inspect
+    from sqlalchemy.orm.session import _sessions
+
+    from txnsafety.sqlalchemy import updates
+    assert updates._session_refs is _sessions.data
+    with Session(engine) as session:
+        account = session.get(Account, 1)  # held: the identity map keeps only objects the code keeps
+        state = inspect(account)
+        assert state.session_id == session.hash_key
+        assert _sessions.data[state.session_id]() is session is state.session
+    assert _sessions.data.get(state.session_id) is None or _sessions.data[state.session_id]() is None
+
+
+def test_a_savepoint_names_its_parent_in_parent_s_own_attribute(engine):
+    """events.py walks up to the root transaction by ``SessionTransaction._parent``, the ``parent``
+    property's attribute (the property is a frame at every transaction begun)."""
+    with Session(engine) as session:
+        session.get(Account, 1)
+        root = session.get_transaction()
+        nested = session.begin_nested()
+        assert nested._parent is nested.parent is root
+        assert root._parent is root.parent is None
+        nested.rollback()
+
+
+def test_the_attribute_equality_of_a_plain_column_is_the_type_s_default_comparison():
+    """classes.py compares the values of columns whose ``AttributeImpl.is_equal`` is
+    ``TypeEngine.compare_values`` (``x == y``) inline; a type with its own (PickleType) is asked."""
+    from sqlalchemy import Column, Integer, PickleType, String
+    from sqlalchemy.orm import DeclarativeBase
+    from sqlalchemy.sql.type_api import TypeEngine
+
+    from txnsafety.sqlalchemy.classes import ClassInfo
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Row(Base):
+        __tablename__ = "txn_pin_plain_equality"
+        id = Column(Integer, primary_key=True)
+        name = Column(String(20))
+        blob = Column(PickleType)
+
+    info = ClassInfo(Row)
+    assert info.equality["name"].__func__ is TypeEngine.compare_values
+    assert info.plain_equality == {"id", "name"}

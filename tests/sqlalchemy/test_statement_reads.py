@@ -88,6 +88,20 @@ def test_results_made_into_objects_after_the_commit_were_read_outside_it_the_oth
             assert txnsafety.read_stamp(obj).transaction is None and not txnsafety.read_stamp(obj).for_update
 
 
+def test_the_root_s_last_statement_made_into_objects_after_the_commit_was_read_outside_it(stack, read_sites):
+    """The root's end asks its last statement too when no earlier one was left unmade (the common
+    end, answered in three tests: reads.root_ended)."""
+    with stack.Main() as session:
+        fetched = session.scalars(select(Account).where(Account.id == 1)).all()
+        txn = transaction_of(session)
+        later = session.execute(select(Account).where(Account.id == 1))  # the root's last statement
+        session.commit()
+        assert txnsafety.read_stamp(fetched[0]).transaction is txn
+        session.expunge_all()
+        obj = later.scalars().one()
+        assert txnsafety.read_stamp(obj).transaction is None
+
+
 def test_consecutive_statements_share_a_read_until_something_ticks(stack, read_sites):
     with stack.Main() as session:
         session.add_all([Account(id=2, owner="two", balance=0), Account(id=3, owner="three", balance=0)])

@@ -10,6 +10,8 @@ pickling by the public ``InstanceEvents.pickle`` / ``unpickle``.
 """
 from __future__ import annotations
 
+from collections import deque
+from operator import attrgetter, methodcaller
 from typing import Any
 
 from sqlalchemy.orm.state import InstanceState
@@ -39,13 +41,18 @@ def _keep_reads(states: list[Any], reads: dict[int, tuple[Any, ...]]) -> None:
     (InstanceState keeps one for its memoized properties) gets the Session's notes, which
     :func:`.reads.read_of` looks the state's ``runid`` up in once no Session answers for it.
 
-    One shared dict, one store per row, nothing looked up: the copy of each row's own read
+    One shared dict, one store per row (by C loops), nothing looked up: the copy of each row's own read
     (and its ``runid``) this replaced was the checker's whole per-row cost on a 200-row list
     (about 3,000 instructions a row, cachegrind; docs/performance.md, fifth round).  A read
     left on the state for its values (merge, forget: ``READ_ATTR``) still comes first.
     """
-    for state in states:
-        state.__dict__[KEPT_ATTR] = reads
+    _consume(map(methodcaller("__setitem__", KEPT_ATTR, reads), map(_dict_of, states)))
+
+
+#: ``_consume(iterator)`` runs it to the end keeping nothing; with :func:`_keep_reads`' maps, the
+#: store per state is made by C loops (a Python loop was four bytecodes a row).
+_consume = deque(maxlen=0).extend
+_dict_of = attrgetter("__dict__")
 
 
 def on_pickle(state: Any, state_dict: dict[str, Any]) -> None:

@@ -28,7 +28,8 @@ extension.  What happens then:
   unless the transaction's snapshot makes it current anyway.  On an AUTOCOMMIT
   connection the statement itself is TXN108.
 * **Writes.**  ``MapperEvents.before_update`` (inside the flush, with the
-  connection) calls :func:`txnsafety.record_write` with the changed columns.  A
+  connection) judges the write with the changed columns (:mod:`.updates`: the common
+  write in two Python frames, any other by :func:`txnsafety.checker.write`).  A
   column assigned a SQL expression (``obj.n = Model.n + 1``) is atomic in the
   database and not a read-modify-write; a mapper with ``version_id_col`` writes
   conditionally (``versioned=True``).  ``after_insert`` records creations.  Bulk
@@ -51,16 +52,14 @@ from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 
 from .. import checker
 from ..config import settings
-from ..context import (Transaction, current_scope, current_state, left_out_scope, new_transaction,
-                       test_code_scope)
-from ..policies import Policy, cached_policy
+from ..context import Transaction, current_state, left_out_scope, root_transaction
+from ..policies import Policy
 from ..report import StompingError
 from . import detached, reads
-from .changes import changed_columns, from_read
-from .classes import classes as _classes, info as _info
 from .isolation import IGNORES_FOR_UPDATE, Verdict, verdict_for
 from .detached import on_pickle, on_unpickle
-from .reads import INFO_KEY, READ_ATTR as _READ_ATTR, newer_read, on_refresh, read_of
+from .reads import INFO_KEY, on_refresh
+from .updates import WRITE_DEPTH, before_update, row_key
 
 __all__ = ["instrument", "is_instrumented", "transaction_of"]
 
@@ -73,11 +72,11 @@ class SessionState:
     """What the checker tracks for one Session (kept in ``session.info``)."""
 
     __slots__ = ("root", "txn", "autocommit", "ignores_for_update", "locks", "reads", "unfetched", "last",
-                 "window", "__weakref__")
+                 "window", "window_of", "__weakref__")
 
-    def __init__(self) -> None:
+    def __init__(self, root: Any = None) -> None:
         #: The root SessionTransaction this state describes, until it ends.
-        self.root: Any = None
+        self.root: Any = root
         self.txn: Transaction | None = None   # its checker identity (None: no transaction)
         self.autocommit = False
         self.ignores_for_update = False
@@ -94,31 +93,30 @@ class SessionState:
         #: The read tuple of the last common statement, which the next one shares when
         #: nothing has ticked since (see reads._instances).
         self.window: tuple[Any, ...] | None = None
+        #: The context's state tuple (request, transactions, leases) ``window`` was made in: the
+        #: next statement shares the window only in the same one (see reads._new_window); None
+        #: whenever ``window`` is (and to drop the window: a new transaction).
+        self.window_of: Any = None
 
     def start(self, root: Any) -> None:
         self.root, self.txn, self.autocommit, self.ignores_for_update = root, None, False, False
-        self.locks, self.window = [], None
+        self.locks, self.window, self.window_of = [], None, None
 
     def join(self, verdict: Verdict) -> None:
         """A connection began in the current root: fold its verdict in (weakest wins)."""
         if verdict.dialect in IGNORES_FOR_UPDATE:
             self.ignores_for_update = True
         if not verdict.transactional:
-            self.autocommit, self.txn = True, None
+            self.autocommit, self.txn, self.window_of = True, None, None
             return
         if self.autocommit:
             return
+        self.window_of = None  # a new or weaker transaction: the next statement's read names it
         if self.txn is None:
-            self.txn = new_transaction(isolation=verdict.isolation,
-                                       prevents_lost_update=verdict.prevents_lost_update,
-                                       database=verdict.database, label="sqlalchemy")
+            self.txn = root_transaction(verdict.isolation, verdict.prevents_lost_update, verdict.database,
+                                        "sqlalchemy")
         elif self.txn.prevents_lost_update and not verdict.prevents_lost_update:
             self.txn = dataclasses.replace(self.txn, isolation=verdict.isolation, prevents_lost_update=False)
-
-
-def _key(state: Any) -> Any:
-    ident = state.key[1] if state.key is not None else state.mapper.primary_key_from_instance(state.obj())
-    return ident[0] if len(ident) == 1 else tuple(ident)
 
 
 def _state_of(session: Session | None) -> SessionState | None:
@@ -162,13 +160,13 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
         return
     if current_state()[0] is None and left_out_scope() is not None:
         return  # a request the sample leaves out runs as if the checker were off (its notes stay)
+    root = transaction
+    while root._parent is not None:  # a savepoint (SAVEPOINT on the root's connection); ``parent``'s
+        root = root._parent          # own attribute (private; pinned by test): the property is a frame
     state = session.info.get(INFO_KEY)
     if state is None:
-        state = session.info[INFO_KEY] = SessionState()
-    root = transaction
-    while root.parent is not None:  # a savepoint (SAVEPOINT on the root's connection)
-        root = root.parent
-    if state.root is not root:
+        state = session.info[INFO_KEY] = SessionState(root)
+    elif state.root is not root:
         state.start(root)
     try:
         verdict = verdict_for(connection)
@@ -181,133 +179,10 @@ def _after_begin(session: Session, transaction: Any, connection: Any) -> None:
     connection.__dict__[_CONN_KEY] = weakref.ref(state)
 
 
-def _earlier_read(obj: Any, cls: type, state: Any) -> None:
-    """The object is written in this request but was read in an earlier one (or before
-    this request's scope): for this request that read happened outside any of its
-    transactions or locks (Khan's cached entity, TXN101 / TXN102)."""
-    earlier = read_of(state)
-    if earlier is None:
-        return  # never loaded under a checker scope: created here, or unknown provenance
-    if earlier[0] is not None and test_code_scope(earlier[0]) is not None:
-        # Loaded by a test's own code through the Session this request shares with it (a test
-        # that pushes an app context, then calls the test client: Flask-SQLAlchemy's Session is
-        # the app context's).  No request shares a Session in production: the request's own
-        # query returned the object (an identity-map hit, no statement to note), in the
-        # Session's transaction of then; the test's read is not the request's.
-        checker.record_read(obj, model=cls, key=_key(state), transaction=earlier[2], site=None)
-        return
-    checker.record_read(obj, model=cls, key=_key(state), transaction=None)
-    scope = current_scope()
-    if scope is not None:  # point the report at the original read, with the locks held then
-        checker.restamp(scope, obj, site=earlier[4], leases=earlier[3])
-
-
-def _stale_lock(obj: Any, cls: type, state: SessionState) -> None:
-    """Before a write: was the row re-read FOR UPDATE without refreshing ``obj``?
-
-    A FOR UPDATE statement of the object's model ran after the object was read and
-    neither loaded nor refreshed it (either the identity map kept it, or the
-    statement locked other rows of the model: both leave the write unprotected).
-    """
-    stamp = checker.read_stamp(obj)
-    if stamp is None or stamp.for_update:
-        return
-    txn = state.txn
-    for tick, classes in state.locks:
-        if tick > stamp.tick and issubclass(cls, classes):
-            read_txn = stamp.transaction
-            same_root = txn is not None and read_txn is not None and read_txn.root_id == txn.root_id
-            if same_root and txn.prevents_lost_update:
-                return  # the object's snapshot is still the transaction's: not stale
-            scope = current_scope()
-            if scope is not None:
-                # the object kept the values read before (and, in its own transaction,
-                # the row is locked by now)
-                checker.restamp(scope, obj, stale_lock=True, for_update=same_root)
-            return
-
-
 # -- Mapper events (installed once, for every mapper) ----------------------------------
 
-def _before_update(mapper: Any, connection: Any, state: Any) -> None:
-    """``MapperEvents.before_update`` (raw), inside the flush, before the UPDATE.
-
-    Guarded like :func:`txnsafety.checker.guarded`, written out: it runs for every
-    flushed object, and the decorator's wrapper is one more call each time.  A flush
-    with no checked request (one the sample leaves out, the checker off) returns here,
-    before any call of its own.
-    """
-    scope = current_state()[0]
-    if scope is None or not settings.enabled:
-        return
-    try:
-        _judge_update(state, scope)
-    except StompingError:
-        raise
-    except Exception:
-        checker.log.exception("txnsafety: internal error in %s (the request goes on)", "_before_update")
-
-
-def _judge_update(state: Any, scope: Any) -> None:
-    committed = state.committed_state  # private (pinned): the attributes set since the load
-    if not committed:
-        return  # dirty through a relationship only: no UPDATE of this row's columns
-    cls = state.class_
-    policy = cached_policy(cls)  # checker.write_policy's look-up, inline (no call once cached)
-    if policy is None:  # not asked yet, no policy, or strict mode's default
-        policy = checker.write_policy(cls)
-        if policy is None:
-            return
-    session = state.session
-    session_state = session.info.get(INFO_KEY) if session is not None else None
-    if session_state is None:
-        return
-    obj = state.obj()
-    me = id(obj)
-    entry = scope.stamps.get(me)
-    # the read of its statement (reads.py), taken in; the common one (this request's, noted by
-    # the Session, nothing left on the state, not FOR UPDATE OF, no site) inline, as read_of
-    # and read_for make it
-    noted = session_state.reads.get(state.runid) if _READ_ATTR not in state.__dict__ else None
-    if (noted is not None and len(noted) == 8 and noted[0] is scope.token and not noted[5]
-            and noted[6] is None and noted[7] is None):
-        if entry is None or entry[1] < noted[1]:
-            entry = scope.stamps[me] = (obj, noted[1], noted[2], noted[3], None, noted[4], False)
-    else:
-        newer = newer_read(scope, obj, state, entry)
-        if newer is not None:
-            entry = scope.stamps[me] = newer
-    info = _classes.get(cls) or _info(cls)
-    changed, atomic = changed_columns(state.dict, committed, info.equality)
-    if not changed and not atomic:
-        return
-    if entry is None:
-        _earlier_read(obj, cls, state)
-    sent = changed + atomic if atomic else changed  # for the report only
-    derived = from_read(state.dict, committed, changed, info.relations, cls)
-    identity = state.key  # a row loaded and updated has one: _key's common case, inline
-    ident = identity[1] if identity is not None else None
-    key = _key(state) if ident is None else ident[0] if len(ident) == 1 else tuple(ident)
-    if not derived:
-        # only SQL expressions (``n = Model.n + 1``, atomic) and blind values (not computed
-        # from the read: see txnsafety.values): cannot stomp (but a re-write of a written-once
-        # row, TXN110, is one whoever computes the value); still remembered
-        checker.write(scope, obj, model=cls, policy=policy, key=key, written=frozenset(sent),
-                      transaction=session_state.txn, versioned=True, depth=_WRITE_DEPTH)
-        return
-    if session_state.locks and not info.versioned:
-        _stale_lock(obj, cls, session_state)
-    checker.write(scope, obj, model=cls, policy=policy, key=key, written=frozenset(derived),
-                  transaction=session_state.txn, versioned=info.versioned, depth=_WRITE_DEPTH, sent=sent)
-
-
-#: Frames between the flush's caller and :func:`txnsafety.checker.write`; the sites are
-#: found past SQLAlchemy's own frames anyway (library frames are skipped).
-_WRITE_DEPTH = 3
-
-
 def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
-    """``MapperEvents.after_insert`` (raw), guarded as :func:`_before_update` is: an insert
+    """``MapperEvents.after_insert`` (raw), guarded as :func:`.updates.before_update` is: an insert
     with no checked request (left out by the sample, the checker off) returns here."""
     scope = current_state()[0]
     if scope is None or not settings.enabled:
@@ -326,9 +201,9 @@ def _judge_insert(scope: Any, state: Any) -> None:
         session_state, cls, policy = checked
         if scope.lookups:  # an insert after a check of this request? (TXN105)
             for hook in _INSERT_HOOKS:
-                hook(scope, state, cls, session_state.txn, _key(state))
-        checker.write(scope, state.obj(), model=cls, policy=policy, key=_key(state), written=None,
-                      transaction=session_state.txn, created=True, depth=_WRITE_DEPTH)
+                hook(scope, state, cls, session_state.txn, row_key(state))
+        checker.write(scope, state.obj(), model=cls, policy=policy, key=row_key(state), written=None,
+                      transaction=session_state.txn, created=True, depth=WRITE_DEPTH)
 
 
 def _checked_write(scope: Any, state: Any) -> tuple[SessionState, type, Policy] | None:
@@ -353,7 +228,7 @@ _SESSION_EVENTS = (
 #: it SQLAlchemy wraps the listener in a Python function that returns EXT_CONTINUE, one
 #: more call per flushed object; the return value of these events is ignored anyway.
 _MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
-    ("before_update", _before_update, {"raw": True, "retval": True}),
+    ("before_update", before_update, {"raw": True, "retval": True}),
     ("after_insert", _after_insert, {"raw": True, "retval": True}),
     ("refresh", on_refresh, {"raw": True}),  # refreshed objects only: no cost on first loads
     ("pickle", on_pickle, {"raw": True}),

@@ -96,12 +96,14 @@ def _sqlite_driver_autocommit(connection: Any) -> bool:
 
 
 def _sqlite_in_transaction(connection: Any) -> bool | None:
+    """The driver's own answer: the DBAPI connection's (``sqlite3``), else the driver's under an
+    adapter (``aiosqlite``); ``driver_connection`` is asked only then (a property: two frames)."""
     pooled = connection.connection
-    for candidate in (pooled.dbapi_connection, getattr(pooled, "driver_connection", None)):
-        flag = getattr(candidate, "in_transaction", None)
-        if isinstance(flag, bool):
-            return flag
-    return None
+    flag = getattr(pooled.dbapi_connection, "in_transaction", None)
+    if isinstance(flag, bool):
+        return flag
+    flag = getattr(getattr(pooled, "driver_connection", None), "in_transaction", None)
+    return flag if isinstance(flag, bool) else None
 
 
 def _actual_level(connection: Any) -> str:

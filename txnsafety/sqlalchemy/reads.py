@@ -79,37 +79,40 @@ def _instances(cursor: Any, context: Any) -> Any:
     rows are made (:func:`_noted_chunks`): a generator put in front of every statement's
     rows cost the SQLAlchemy request about 3 points (docs/performance.md).
 
-    The common statement (no refresh, not FOR UPDATE, not streamed, no read site wanted) is
-    noted inline, as :func:`statement_read` would note it, sharing the previous common
-    statement's read when nothing ticked since (:func:`_shared_read`); the rest goes to
-    :func:`_instances_noted`.  Every statement of every request passes here, and each Python
-    call costs the request about a tenth of a point: the common path makes none of its own.
+    The common statement (no refresh, not FOR UPDATE but a plain read (:func:`_plain_for_update`),
+    not streamed, no read site wanted) is noted inline as :func:`statement_read` would, sharing
+    the previous one's read when nothing ticked since (:func:`_new_window`); the rest goes to
+    :func:`_instances_noted`.  Each Python call costs the request about a tenth of a point.
     """
-    scope, _, leases = current_state()
-    if scope is None:  # no request, or one the sample leaves out: first, as they pay least then
+    state = current_state()
+    if state[0] is None:  # no request, or one the sample leaves out: first, as they pay least then
         return _original_instances(cursor, context)
+    scope = state[0]
     session = context.session
     session_state = session.info.get(INFO_KEY) if session is not None else None
     if session_state is None or not settings.enabled:
         return _original_instances(cursor, context)  # a Session not instrumented, or the checker off
     if (context.load_options._refresh_state is not None  # private; pinned by test
-            or getattr(context.query, "_for_update_arg", None) is not None or context.yield_per
-            or sites_wanted or settings.read_sites == "always"):
+            or (getattr(context.query, "_for_update_arg", None) is not None and not _plain_for_update(session_state))
+            or context.yield_per or sites_wanted or settings.read_sites == "always"):
         return _instances_noted(cursor, context, session_state, scope)
     result = _original_instances(cursor, context)
-    if result.dynamic_yield_per or context.execution_options.get("prebuffer_rows", False):
+    if result.dynamic_yield_per:  # a server-side cursor: noted at its first rows
         return _noted(result, session_state, context, None)
-    txn = session_state.txn
     try:  # statement_read's tuple (nothing FOR UPDATE, no site), or the previous statement's
-        read = session_state.window
-        if (read is None or read[1] != scope.last or read[0] is not scope.token or read[2] is not txn
-                or read[3] is not leases):
-            read = _new_window(session_state, scope, txn, leases)
+        read = session_state.window  # (None only with window_of None: see SessionState)
+        if session_state.window_of is not state or read[1] != scope.last:
+            read = _new_window(session_state, scope, state)
+        if context.execution_options.get("prebuffer_rows", False):
+            # its objects are made already (AsyncSession's results): a refresh among them noted the
+            # statement's read itself (on_refresh), which stays; nothing is left to track
+            session_state.reads.setdefault(context.runid, read)
+            return result
         session_state.reads[context.runid] = read
     except Exception:  # (free on CPython 3.11+ until raised)
         log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
         return result
-    if txn is not None:  # _track, inline
+    if session_state.txn is not None:  # _track, inline
         last = session_state.last
         session_state.last = context
         if last is not None and not hasattr(last, "partials"):
@@ -117,13 +120,22 @@ def _instances(cursor: Any, context: Any) -> Any:
     return result
 
 
-def _new_window(session_state: Any, scope: Any, txn: Any, leases: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A new shared read for the common statements from now on (something ticked since the last
-    one, or the transaction or the leases changed): two reads sharing a tick cannot be told apart by
-    anything ticks order reads against (docs/performance.md, eighth round)."""
+def _new_window(session_state: Any, scope: Any, state: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A new shared read for the common statements: something ticked since the last one, or the
+    context's state tuple (request, leases: ``window_of``, one identity test) or the transaction
+    changed.  Two reads sharing a tick cannot be told apart by anything ticks order reads against
+    (docs/performance.md, eighth round)."""
     now = scope.last = next(scope._clock)
-    read = session_state.window = (scope.token, now, txn, leases, False, False, None, None)
+    session_state.window_of = state
+    read = session_state.window = (scope.token, now, session_state.txn, state[2], False, False, None, None)
     return read
+
+
+def _plain_for_update(session_state: Any) -> bool:
+    """A FOR UPDATE statement that is a plain read: a dialect that renders none (SQLite), in a
+    transaction (outside one it is TXN108).  :func:`note_lock` notes no lock for it and
+    :func:`statement_read` says not FOR UPDATE: it is noted as a common statement is."""
+    return session_state.ignores_for_update and session_state.txn is not None
 
 
 def _instances_noted(cursor: Any, context: Any, session_state: Any, scope: Any) -> Any:
@@ -241,6 +253,9 @@ def root_ended(session_state: Any) -> None:
     unfetched, last = session_state.unfetched, session_state.last
     if last is None:
         return
+    if not unfetched and hasattr(last, "partials"):  # the common end: every statement's rows made
+        session_state.last = None
+        return
     session_state.unfetched, session_state.last = [], None
     if unfetched:
         unfetched.append(last)
@@ -293,11 +308,6 @@ def _note(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -
 
 
 _original_instances = loading.instances
-
-
-def _session_state(context: Any) -> Any:
-    session = context.session
-    return session.info.get(INFO_KEY) if session is not None else None
 
 
 def statement_read(context: Any, session_state: Any, scope: Any, leases: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -459,7 +469,8 @@ def on_refresh(state: Any, context: Any, attrs: Any) -> None:
     try:
         if attrs is not None and not (classes.get(state.class_) or info(state.class_)).loaded_columns <= attrs:
             return
-        session_state = _session_state(context)
+        session = context.session
+        session_state = session.info.get(INFO_KEY) if session is not None else None
         if session_state is None:
             return
         entry = session_state.reads.get(context.runid)

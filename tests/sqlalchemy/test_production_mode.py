@@ -16,6 +16,7 @@ from tests._production_mode import production_read_sites
 
 from .conftest import is_pg
 from .test_concurrency import N, counter_app, hammer  # noqa: F401  (counter_app: the fixture)
+from .test_orm import stack  # noqa: F401  (the fixture)
 from .test_web_scenarios import SAFE, UNSAFE, _expect
 
 
@@ -87,4 +88,28 @@ def test_racy_counter_is_reported_for_every_request_in_production(counter_app, t
 def test_fixed_counter_is_not_reported_in_production(counter_app, variant, txnsafety_violations):  # noqa: F811
     responses = hammer(counter_app, variant)
     assert [r.status_code for r in responses] == [200] * N, [r.text for r in responses]
+    assert txnsafety_violations == []
+
+
+def test_a_re_read_the_common_path_failed_on_leaves_no_older_read(
+        stack, monkeypatch, caplog, txnsafety_violations):  # noqa: F811  (stack: the fixture)
+    """test_orm's failed refresh, on production's path: the re-read's note fails in the common
+    statement's own step (``_new_window``, which the located path never calls).  The read
+    from before it no longer says when the values were read, so the object has none."""
+    import txnsafety
+    from fixtures.sqla_app.models import Account
+    from txnsafety.sqlalchemy import reads
+
+    with stack.Main(expire_on_commit=False) as session:
+        acct = session.get(Account, 1)
+        session.commit()                                         # the read belongs to the ended root
+
+        def broken(*args):
+            raise RuntimeError("injected")
+        monkeypatch.setattr(reads, "_new_window", broken)
+        session.get(Account, 1, populate_existing=True)          # re-read in the next root: fails
+        monkeypatch.undo()
+        assert txnsafety.read_stamp(acct) is None and "internal error" in caplog.text
+        acct.balance += 1
+        session.commit()
     assert txnsafety_violations == []

@@ -79,10 +79,9 @@ def _instances(cursor: Any, context: Any) -> Any:
     rows are made (:func:`_noted_chunks`): a generator put in front of every statement's
     rows cost the SQLAlchemy request about 3 points (docs/performance.md).
 
-    The common statement (no refresh, not FOR UPDATE but a plain read (:func:`_plain_for_update`),
-    not streamed, no read site wanted) is noted inline as :func:`statement_read` would, sharing
-    the previous one's read when nothing ticked since (:func:`_new_window`); the rest goes to
-    :func:`_instances_noted`.  Each Python call costs the request about a tenth of a point.
+    The common statement (no refresh, not FOR UPDATE but a plain read (:func:`_plain_for_update`), not
+    streamed, no site wanted) is noted inline as :func:`statement_read` would, sharing the previous one's
+    read when nothing ticked since (:func:`_new_window`), else :func:`_instances_noted` (a call: 0.1 point).
     """
     state = current_state()
     if state[0] is None:  # no request, or one the sample leaves out: first, as they pay least then
@@ -110,7 +109,7 @@ def _instances(cursor: Any, context: Any) -> Any:
             return result
         session_state.reads[context.runid] = read
     except Exception:  # (free on CPython 3.11+ until raised)
-        log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
+        _failed(session_state, context)
         return result
     if session_state.txn is not None:  # _track, inline
         last = session_state.last
@@ -205,9 +204,8 @@ def _track(session_state: Any, context: Any) -> None:
     (see :func:`root_ended`): only the ``QueryContext``, never the result.
 
     Nearly every result is made into objects before the next statement runs (``get()``,
-    ``.all()``), so the last statement's context waits in one slot, and goes to the list
-    only if its rows are still not made when the next statement comes: the request holds
-    one context, not every statement's, for the length of the transaction.
+    ``.all()``): the last context waits in one slot, and goes to the list only if its rows
+    are not made when the next statement comes (one context held, not every statement's).
     """
     last = session_state.last
     session_state.last = context
@@ -302,9 +300,14 @@ def _note(session_state: Any, context: Any, refreshed: tuple[Any, Any] | None) -
     except StompingError:
         raise
     except Exception:
-        session_state.reads[context.runid] = _FAILED
-        log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
+        _failed(session_state, context)
         return False
+
+
+def _failed(session_state: Any, context: Any) -> None:
+    """A read not noted: its rows get none, never the one before it (a re-read object's)."""
+    session_state.reads[context.runid] = _FAILED
+    log.exception("txnsafety: internal error while noting a SQLAlchemy read (the request goes on)")
 
 
 _original_instances = loading.instances

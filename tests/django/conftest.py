@@ -13,7 +13,7 @@ import atexit
 import os
 import shutil
 import tempfile
-from typing import Iterator
+from typing import Any, Iterator, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 import django
@@ -167,3 +167,15 @@ def interleave() -> Iterator[dict]:
     views.interleave = lambda point: slot["fn"](point) if "fn" in slot else None
     yield slot
     views.interleave = None
+
+
+def assert_each_request_reported(violations: Any, code: Optional[str], n: int, variant: str) -> None:
+    """The concurrent counter's verdict: no report for a safe variant; for a racy one, each of
+    the ``n`` requests reported once with ``code``, its write site in the view
+    (``counter_<variant>``), found from the server's request threads."""
+    if code is None:
+        assert violations == []
+        return
+    assert violations.codes() == [code] * n      # every request is reported
+    assert len({v.request_id for v in violations}) == n
+    assert {v.write_site.function for v in violations} == {f"counter_{variant}"}

@@ -17,6 +17,7 @@ from fixtures.django_app.models import Counter
 from fixtures.http_servers import concurrently, get_json
 from tests._production_mode import production_read_sites
 
+from .conftest import assert_each_request_reported
 from .test_concurrency import N, VARIANTS, server_url  # noqa: F401  (server_url: the fixture)
 from .test_scenarios import EXPECTED
 
@@ -50,10 +51,6 @@ def test_counter_under_concurrent_requests_in_production(variant, pg_db, server_
 
     assert [status for status, _ in results] == [200] * N, results
     assert N - Counter.objects.using("pg").get(pk=1).value == expected_lost
-    if code is None:
-        assert txnsafety_violations == []
-    else:
-        assert txnsafety_violations.codes() == [code] * N      # every request is reported
-        assert len({v.request_id for v in txnsafety_violations}) == N
-        assert {v.write_site.function for v in txnsafety_violations} == {f"counter_{variant}"}
+    assert_each_request_reported(txnsafety_violations, code, N, variant)
+    if code is not None:
         assert {v.read_site for v in txnsafety_violations} == {None}  # all read before the first report

@@ -14,6 +14,7 @@ from django.db.models import Prefetch
 
 import txnsafety
 from fixtures.django_app.models import Account, Plain, Wallet
+from tests._production_mode import production_read_sites
 from txnsafety import scopes
 from txnsafety.config import settings
 from txnsafety.django import saves
@@ -230,16 +231,8 @@ def test_a_list_outside_the_checker_is_not_stamped(sqlite_db, enabled):
 def sites_as_in_production():
     """Read sites located as production does (none until a model had a violation), where
     consecutive statements may share one read (``_stamp_rows``)."""
-    from txnsafety.sites import sites_wanted
-    before, wanted = settings.read_sites, set(sites_wanted)
-    sites_wanted.clear()
-    txnsafety.configure(read_sites="adaptive")
-    try:
+    with production_read_sites():
         yield
-    finally:
-        txnsafety.configure(read_sites=before)
-        sites_wanted.clear()
-        sites_wanted.update(wanted)
 
 
 def test_consecutive_statements_share_a_read_until_something_ticks(

@@ -17,6 +17,7 @@ from sqlalchemy import Column, Integer, select
 
 import txnsafety
 from fixtures.sqla_app.models import Account, Base, LockedCounter, Tally, VersionedCounter
+from tests._production_mode import production_read_sites
 from txnsafety.sites import sites_wanted
 from txnsafety.sqlalchemy import updates
 
@@ -209,14 +210,8 @@ SCENARIOS: dict[str, tuple[Callable[[Any], None], bool]] = {
 @pytest.fixture
 def production():
     """Reads located only once their model had a violation, as ``txnsafety.configure()``'s default."""
-    before, wanted = txnsafety.settings.read_sites, set(sites_wanted)
-    txnsafety.configure(read_sites="adaptive")
-    try:
+    with production_read_sites():
         yield
-    finally:
-        txnsafety.configure(read_sites=before)
-        sites_wanted.clear()
-        sites_wanted.update(wanted)
 
 
 def _served(stack: Any, scenario: Callable[[Any], None], log: list[Any], quick: bool,

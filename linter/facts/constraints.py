@@ -28,6 +28,7 @@ import re
 from typing import Iterable
 
 from .ast_names import field_calls, is_declared_attr, last_name
+from .syntax import is_model_name
 from .tree_nodes import tree_nodes
 
 UniqueKeys = dict[str, list[frozenset[str]]]
@@ -203,7 +204,7 @@ def bound_classes(tree: ast.AST) -> frozenset[str]:
     return frozenset(stmt.targets[0].id for stmt in body
                      if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                      and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)
-                     and stmt.targets[0].id.lstrip("_")[:1].isupper() and not stmt.targets[0].id.isupper())
+                     and is_model_name(stmt.targets[0].id))
 
 
 def declared_models(bases: "dict[str, tuple[str, ...]] | dict[str, list[str]]") -> frozenset[str]:

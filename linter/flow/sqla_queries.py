@@ -75,21 +75,20 @@ def _result(fa: "FunctionState", value: cst.Call) -> Optional[GetInfo]:
     if not ("session" in dotted(recv).lower() or dotted(recv) in fa.sessions or fa.typed_session(recv)):
         return None
     statement = value.args[0].value
-    model = None
     if isinstance(statement, cst.Call):
-        steps = [terminal(c) for c in chain(statement)[1]]
+        steps = {terminal(c): c for c in reversed(chain(statement)[1])}   # innermost first, outer wins
         if "select" not in steps:
             return None
-        model = next((first_arg_name(c) for c in chain(statement)[1] if terminal(c) == "select"), None)
-    elif not isinstance(statement, (cst.Name, cst.Attribute)):
+        model, state = first_arg_name(steps["select"]), state_columns(statement)
+    elif isinstance(statement, (cst.Name, cst.Attribute)):
+        steps, model, state = {}, None, frozenset()     # a statement built earlier: its model unknown
+    else:
         return None
-    steps = chain(statement)[1] if isinstance(statement, cst.Call) else []
-    info = GetInfo(model, model, None, "sqlalchemy",
-                   for_update=any(terminal(c) == "with_for_update" for c in steps))
+    info = GetInfo(model, model, None, "sqlalchemy", for_update="with_for_update" in steps)
     info.session = dotted(recv)           # the rows its terminal reads flush with this session
     info.lookup = lookup_columns(value)
     info.lookup_values = lookup_values(value)
-    info.state = state_columns(statement) if isinstance(statement, cst.Call) else frozenset()
+    info.state = state
     return info
 
 

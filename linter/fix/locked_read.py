@@ -34,16 +34,19 @@ _READ = re.compile(r"`(?P<obj>\w+)(?:\.\w+)?`(?: read| changed in Python at line
 _ATOMIC = "transaction.atomic"
 
 
-def read_of(src: FileSource, finding: Finding) -> Optional[tuple[str, Located, cst.Assign]]:
+def read_of(src: FileSource, finding: Finding) -> Optional[tuple[str, Located, cst.Assign, Located]]:
+    """(row name, the read, its assignment, the write) of a read-modify-write finding, when the
+    read is a plain assignment of the row and the write sits in a function; else None."""
     m = _READ.search(finding.message)
-    if m is None:
+    write = src.at(finding.line)
+    if m is None or write is None or write.function is None:
         return None
     loc = src.at(int(m["line"]))
     small = only_small(loc.statement) if loc is not None else None
     if loc is None or not isinstance(small, cst.Assign) or len(small.targets) != 1 \
             or _bound_row(small) != m["obj"]:
         return None
-    return m["obj"], loc, small
+    return m["obj"], loc, small, write
 
 
 def _bound_row(assign: cst.Assign) -> Optional[str]:
@@ -66,10 +69,9 @@ def _bound_row(assign: cst.Assign) -> Optional[str]:
 
 def locked_read_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     found = read_of(src, finding)
-    write = src.at(finding.line)
-    if found is None or write is None or write.function is None:
+    if found is None:
         return None
-    obj, read, assign = found
+    obj, read, assign, write = found
     if read.function is not write.function or read.in_loop:
         return None
     root = django_manager_root(assign.value)

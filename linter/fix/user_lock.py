@@ -172,10 +172,9 @@ def handed_on(obj: str, nodes: list) -> bool:
 
 def user_lock_fix(src: FileSource, finding: Finding) -> Optional[Fix]:
     found = read_of(src, finding)
-    write = src.at(finding.line)
-    if found is None or write is None or write.function is None:
+    if found is None:
         return None
-    obj, read, assign = found
+    obj, read, assign, write = found
     function = read.function
     if function is None or read.function is not write.function:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
 import tokenize
 import warnings
 from typing import Optional
@@ -76,7 +77,25 @@ def parse_file(path: str, cfg: Config) -> Optional[tuple[str, ast.AST]]:
             warnings.simplefilter("ignore")          # SyntaxWarning etc. are not ours to report
             tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
-        raise FileProblem(f"cannot parse: {exc.msg} (line {exc.lineno})") from None
+        raise FileProblem(f"cannot parse: {exc.msg} (line {exc.lineno}){_newer_syntax(source)}") from None
     except (ValueError, MemoryError, RecursionError) as exc:
         raise FileProblem(f"cannot parse: {exc.__class__.__name__}: {exc}") from None
     return source, tree
+
+
+def _newer_syntax(source: str) -> str:
+    """A hint when the file is valid Python of a newer version than the one running the lint.
+
+    The analysis reads modules with the standard library's ``ast``, which knows only the
+    running interpreter's grammar: a project written for Python 3.12 (``type X = ...``,
+    ``def f[T]()``) linted under 3.11 cannot be read.  libcst's parser knows the newer
+    grammar, so it tells that case (run the linter under the project's Python) from a file
+    that is simply broken."""
+    try:
+        import libcst
+        libcst.parse_module(source)
+    except Exception:
+        return ""
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return (f"; it is valid newer Python that Python {running}, which runs the linter, cannot "
+            f"read: run txnsafety lint under the project's Python")

@@ -129,6 +129,23 @@ def test_files_that_cannot_be_analysed(tmp_path, capsys, content, message):
     assert message in err and "Traceback" not in err and "broken.py" in err
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the running Python reads 3.12 syntax")
+def test_newer_python_syntax_names_the_python_to_run(tmp_path, capsys):
+    f = tmp_path / "generic.py"
+    f.write_text("type Pair = tuple[int, int]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n")
+    assert main([str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot parse" in err and "run txnsafety lint under the project's Python" in err
+    assert "Traceback" not in err
+
+
+def test_broken_file_gets_no_newer_python_hint(tmp_path, capsys):
+    f = tmp_path / "broken.py"
+    f.write_text("def f(:\n    pass\n")
+    assert main([str(f)]) == 2
+    assert "project's Python" not in capsys.readouterr().err
+
+
 def test_empty_and_huge_files(tmp_path, capsys):
     empty = tmp_path / "empty.py"
     empty.write_text("")

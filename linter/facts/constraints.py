@@ -104,8 +104,10 @@ def _meta_keys(cls: ast.ClassDef) -> list[list[str]]:
                     out.extend(_strings(g) for g in groups)
                 elif isinstance(inner, ast.Assign):
                     out.extend(_declared_keys(inner.value))
-        elif isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__table_args__"
-                                                  for t in stmt.targets):
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            # ``__table_args__ = (...)``, or the same tuple kept under another name that a
+            # base's ``@declared_attr __table_args__`` returns (rucio's ``_table_args``): a
+            # constraint built in a class body is the class's table's
             out.extend(_declared_keys(stmt.value))
         elif is_declared_attr(stmt) and stmt.name == "__table_args__":
             out.extend(_declared_keys(stmt))      # ``@declared_attr def __table_args__(cls): ...``

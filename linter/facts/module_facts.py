@@ -46,7 +46,7 @@ def protection_needed(policy: Optional[str]) -> Need:
 
 class GetInfo:
     __slots__ = ("model", "getter", "key", "framework", "for_update", "locked", "maybe_none",
-                 "session", "lookup", "lookup_values", "state")
+                 "session", "lookup", "lookup_values", "state", "statement")
 
     def __init__(self, model, getter, key, framework, for_update=False, locked=False,
                  maybe_none=False):
@@ -63,6 +63,8 @@ class GetInfo:
         self.lookup_values: frozenset = frozenset()
         #: the columns the query selected its rows by state (``selection.state_columns``)
         self.state: frozenset = frozenset()
+        #: a 2.0 ``select(M)`` statement kept in a name, not run yet (``flow/sqla_queries.py``)
+        self.statement = False
 
 
 # ---------------------------------------------------------------- module level

@@ -204,12 +204,30 @@ class ReadFacts:
             return self.get_info(g, first, None, "sqlalchemy")
         if term not in SQLA_TERMINALS:
             return None
+        statement = self.kept_statement(calls) if sessionish else None
+        if statement is not None:        # ``session.execute(stmt).scalar_one()``, ``stmt`` kept earlier
+            g.for_update = g.for_update or statement.for_update
+            info = self.get_info(g, statement.model, None, "sqlalchemy", maybe_none=term in MAYBE_NONE)
+            info.lookup = info.lookup or statement.lookup
+            info.lookup_values = info.lookup_values | statement.lookup_values
+            info.state = info.state | statement.state
+            return info
         sel_model = selected_model(calls, sessionish or "query" in names)
         if "query" in names and is_model_name(root_name) and sel_model is None:
             sel_model = root_name          # Flask-SQLAlchemy Model.query.get()
         if sel_model or (term != "get" and sessionish and
                          any(terminal(c) in ("execute", "scalars", "scalar", "query") for c in calls)):
             return self.get_info(g, sel_model, None, "sqlalchemy", maybe_none=term in MAYBE_NONE)
+        return None
+
+    def kept_statement(self, calls: list) -> Optional[GetInfo]:
+        """The ``select(M)`` statement a name holds (``flow/sqla_queries.py``) when one of
+        ``calls`` runs it: ``session.execute(stmt)``, ``session.scalars(stmt)``."""
+        for c in calls:
+            if terminal(c) in ("execute", "scalars", "scalar") and c.args and isinstance(c.args[0].value, cst.Name):
+                kept = self.querysets.get(c.args[0].value.value)
+                if kept is not None and kept.statement:
+                    return kept
         return None
 
     def ndb_get(self, g: "GetCall") -> Optional[GetInfo]:

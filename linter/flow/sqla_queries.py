@@ -35,6 +35,10 @@ def kept(fa: "FunctionState", value: cst.BaseExpression) -> Optional[GetInfo]:
     on a session, or more steps on a query kept earlier (``query.filter_by(..)``)."""
     if isinstance(value, cst.Call) and terminal(value) in _RUNNERS:
         return _result(fa, value)
+    if isinstance(value, cst.Call) and terminal(value) in _STATEMENT_STEPS:
+        statement = _statement(value)
+        if statement is not None:
+            return statement
     if not isinstance(value, cst.Call) or terminal(value) not in _BUILDERS:
         return None
     names, calls, root = chain(value)
@@ -62,6 +66,32 @@ def kept(fa: "FunctionState", value: cst.BaseExpression) -> Optional[GetInfo]:
 
 #: a session's methods that run a statement and give a result its terminals read rows from
 _RUNNERS = frozenset({"execute", "scalars"})
+#: the steps of a 2.0 ``select(M)`` statement built before it runs
+_STATEMENT_STEPS = frozenset({"select", "where", "filter", "filter_by", "join", "outerjoin", "order_by",
+                              "options", "limit", "offset", "with_for_update", "distinct", "group_by",
+                              "having", "select_from", "execution_options", "params"})
+
+
+def _statement(value: cst.Call) -> Optional[GetInfo]:
+    """``stmt = select(M).where(..).with_for_update(nowait=nowait)``: a statement kept in a
+    name until ``session.execute(stmt)`` runs it (rucio builds every query so).  Kept so the
+    run reads rows of ``M`` with the statement's lock and lookup, as the inline form does."""
+    names, calls, root = chain(value)
+    steps = {terminal(c): c for c in reversed(calls)}
+    select = steps.get("select")
+    if select is None or not isinstance(root, cst.Name) and calls[-1] is not select:
+        return None
+    if any(terminal(c) not in _STATEMENT_STEPS for c in calls):
+        return None
+    model = first_arg_name(select)
+    if model is None:
+        return None
+    info = GetInfo(model, model, None, "sqlalchemy", for_update="with_for_update" in steps)
+    info.statement = True
+    info.lookup = lookup_columns(value)
+    info.lookup_values = lookup_values(value)
+    info.state = state_columns(value)
+    return info
 
 
 def _result(fa: "FunctionState", value: cst.Call) -> Optional[GetInfo]:
@@ -80,6 +110,8 @@ def _result(fa: "FunctionState", value: cst.Call) -> Optional[GetInfo]:
         if "select" not in steps:
             return None
         model, state = first_arg_name(steps["select"]), state_columns(statement)
+    elif isinstance(statement, cst.Name) and statement.value in fa.querysets and fa.querysets[statement.value].statement:
+        return _kept_statement_run(fa.querysets[statement.value], dotted(recv))
     elif isinstance(statement, (cst.Name, cst.Attribute)):
         steps, model, state = {}, None, frozenset()     # a statement built earlier: its model unknown
     else:
@@ -89,6 +121,16 @@ def _result(fa: "FunctionState", value: cst.Call) -> Optional[GetInfo]:
     info.lookup = lookup_columns(value)
     info.lookup_values = lookup_values(value)
     info.state = state
+    return info
+
+
+def _kept_statement_run(statement: GetInfo, session: str) -> GetInfo:
+    """``session.execute(stmt)`` of a statement kept by :func:`_statement`: its result."""
+    info = GetInfo(statement.model, statement.model, None, "sqlalchemy", for_update=statement.for_update)
+    info.session = session
+    info.lookup = statement.lookup
+    info.lookup_values = statement.lookup_values
+    info.state = statement.state
     return info
 
 

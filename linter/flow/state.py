@@ -19,6 +19,7 @@ import libcst as cst
 
 from ..facts.config import Vocab
 from ..facts.model import UNASSESSED, Assessment, Check, Confidence, Entity, Finding, Mutation, Need, Scope
+from ..facts.minted import minted_names
 from ..facts.module_facts import GetInfo
 from ..facts.query_selection import Selection
 from ..facts.values import InsertValues
@@ -66,6 +67,7 @@ class FunctionState:
     def _walk_state(self) -> None:
         """What the walk keeps as it goes: new rows, checks, locks, writes."""
         self.new_objects: dict[str, str] = {}
+        self._minted: Optional[frozenset[str]] = None
         #: names bound to what a getter returned (``parent, _ = await self._get_artifact(..)``):
         #: a row that exists, so ``session.add(parent)`` re-attaches it and inserts nothing
         self.fetched_rows: set[str] = set()
@@ -221,6 +223,13 @@ class FunctionState:
             if ent.for_update and ent.released_line is None and ent.framework == "sqlalchemy":
                 ent.released_line = line
         self.row_locks = [(ln, txn) for ln, txn in self.row_locks if txn is not None]
+
+    def minted(self) -> frozenset[str]:
+        """The locals holding a key this function made for itself (``facts/minted.py``),
+        found once per function, when a rule first asks."""
+        if self._minted is None:
+            self._minted = minted_names(self.node)
+        return self._minted
 
     def framework_hint(self) -> Optional[str]:
         fws = self.mod.info.frameworks

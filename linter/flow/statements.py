@@ -281,6 +281,7 @@ class StatementWalk:
         if integrity:
             self.integrity_depth -= 1
             self.reapplying_depth -= reapplies
+        after_body = dict(self.entities)
         for h in node.handlers:
             miss = None
             if get_line is not None and h.type is not None and NOT_FOUND_ERRORS.search(code_of(h.type)):
@@ -294,6 +295,7 @@ class StatementWalk:
             self.helper_checks.missing += miss is not None
             self.block(h.body)
             self.helper_checks.missing -= miss is not None
+            self.rejoin_after_handler(after_body, exits(h.body))
             if miss is not None and exits(h.body):
                 # ``except DoesNotExist: raise Http404``: what follows the try has the row
                 miss.used = True
@@ -303,6 +305,26 @@ class StatementWalk:
             self.block(node.orelse.body)
         if node.finalbody is not None:
             self.block(node.finalbody.body)
+
+    def rejoin_after_handler(self, after_body: dict, handler_exits: bool) -> None:
+        """What a name holds after a ``try``: the body's row, not a handler's rebinding.
+
+        The body is the common path.  A handler that leaves (``raise``, ``return``) hands
+        nothing on; one that falls through (``except DoesNotExist: row = create_row()``)
+        binds the name on the rare path only, and the row the body read is the one a later
+        change can find stale.  A new object the handler builds stays (a ``save()`` after the
+        ``try`` is then the insert of a get-or-create).  Before this, the last handler's binding won: a helper's new
+        row hid the read row from the read-modify-write rules."""
+        changed = [n for n in {**after_body, **self.entities} if after_body.get(n) is not self.entities.get(n)]
+        for name in changed:
+            kept = after_body.get(name)
+            if name in self.new_objects and not handler_exits:
+                continue        # ``except DoesNotExist: row = Model(..)``: the insert the check-then-act needs
+            if kept is None:
+                if handler_exits:
+                    del self.entities[name]
+            elif handler_exits or kept.source in ("get", "loop"):
+                self.entities[name] = kept
 
     # -- expressions
     def calls_in(self, node: cst.CSTNode, skip: Optional[cst.Call] = None) -> None:

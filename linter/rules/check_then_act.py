@@ -270,6 +270,8 @@ def on_act(fa: "FunctionState", event: Acted) -> None:
     check = pending[-1]
     for c in pending:
         c.used = True
+    if check.lookup_values & fa.minted():
+        return          # a key this function just made: no other request looks it up
     keys = model_keys(fa)
     unique = unique_key_settles(check, act, keys) or \
         _computed_column_unique(check, act.model, columns_reading(node, check.names) | _columns_from(act, check.names),

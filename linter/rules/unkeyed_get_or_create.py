@@ -68,6 +68,14 @@ def _model(fa: "FunctionState", call: cst.Call) -> Optional[str]:
     return model if model in declared or model in declared_models(fa.mod.info.class_bases) else None
 
 
+def _minted_key(fa: "FunctionState", call: cst.Call) -> bool:
+    """The lookup names a key this function has just made (an issue it opened, a row it
+    inserted, a fresh token): no other request can look up the same one."""
+    minted = fa.minted()
+    return bool(minted) and any(a.keyword is not None and a.keyword.value not in _NOT_LOOKUP and
+                                names_in(a.value) & minted for a in call.args)
+
+
 def message(model: str, method: str, line: int, fields: frozenset[str]) -> str:
     looked_up = ", ".join(sorted(fields))
     return (f"{CODE} check-then-act: `{model}.objects.{method}()` at line {line} looks up "
@@ -88,7 +96,7 @@ def on_call(fa: "FunctionState", event: Called) -> None:
         return
     if any(key <= fields for key in model_keys(fa).get(model, [])):
         return
-    if fa.protected_now():
+    if fa.protected_now() or _minted_key(fa, call):
         return
     check = Check(event.line, CheckKind.NONE, f"`{method}()`'s lookup", event.scopes, False,
                   frozenset({model}))

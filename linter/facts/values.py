@@ -8,6 +8,7 @@ functions read that from the syntax; ``rules/check_then_act.py`` decides with it
 """
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -31,12 +32,20 @@ def value_origins(expr: cst.CSTNode) -> frozenset[str]:
     return frozenset(n for n in names if n[:1].islower() and n not in _CONVERSIONS) | (names & {"None"})
 
 
+#: the request context an object layer's constructor takes first (oslo.versionedobjects'
+#: ``Trait(context, name=n)``, ``ActionDescription(ctx)``): not a column
+_CONTEXT_ARG = re.compile(r"^(?:ctx|context|\w+_(?:ctx|context))$")
+
+
 def constructor_values(call: cst.Call) -> Optional[InsertValues]:
     """The columns a model constructor (``M(a=x, b=CONST)``) sets and what each is made
-    from; None when positional or ``**`` arguments hide some."""
+    from; None when positional or ``**`` arguments hide some.  A leading request context
+    (``M(ctx, a=x)``, OpenStack's object layer) is no column."""
     out: InsertValues = {}
-    for arg in call.args:
+    for i, arg in enumerate(call.args):
         if arg.keyword is None:
+            if i == 0 and arg.star == "" and isinstance(arg.value, cst.Name) and _CONTEXT_ARG.match(arg.value.value):
+                continue
             return None
         out[arg.keyword.value] = value_origins(arg.value)
     return out
@@ -49,9 +58,9 @@ def inserted_object(node: cst.CSTNode) -> Optional[str]:
     term = terminal(node)
     if term == "add" and node.args and isinstance(node.args[0].value, cst.Name):
         return node.args[0].value.value
-    if term in ("save", "put") and isinstance(node.func, cst.Attribute) and \
+    if term in ("save", "put", "create") and isinstance(node.func, cst.Attribute) and \
             isinstance(node.func.value, cst.Name):
-        return node.func.value.value
+        return node.func.value.value            # ``obj.create()``: an object layer's insert
     return None
 
 

@@ -264,14 +264,18 @@ class CheckFacts:
         if kind == "create" and not self.integrity_depth:
             self.creates.append((self.line(node), model))     # for callers' checks
         self.write_lines.append(self.line(node))
-        values = None
+        values = columns = None
         if kind == ActKind.CREATE:
-            values = insert_values(node)
-            built = inserted_object(node) if values is None else None
+            built = inserted_object(node)
             if built in self.new_object_values:
+                # ``obj = M(..)``, ``obj.col = v``, then ``session.add(obj)`` / ``obj.save()`` /
+                # an object layer's ``obj.create()``: the columns seen set on it
                 values = dict(self.new_object_values[built])
+                columns = frozenset(values)
+            else:
+                values, columns = insert_values(node), insert_keys(node)
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),
-                  insert_keys(node) if kind == ActKind.CREATE else None, entity, values)
+                  columns, entity, values)
         self.emit(Acted(act.line, tuple(self.stack), act, node))
 
 

@@ -110,7 +110,7 @@ def _result(fa: "FunctionState", value: cst.Call) -> Optional[GetInfo]:
         if "select" not in steps:
             return None
         model, state = first_arg_name(steps["select"]), state_columns(statement)
-    elif isinstance(statement, cst.Name) and statement.value in fa.querysets and fa.querysets[statement.value].statement:
+    elif isinstance(statement, cst.Name) and getattr(fa.querysets.get(statement.value), "statement", False):
         return _kept_statement_run(fa.querysets[statement.value], dotted(recv))
     elif isinstance(statement, (cst.Name, cst.Attribute)):
         steps, model, state = {}, None, frozenset()     # a statement built earlier: its model unknown

@@ -57,7 +57,7 @@ RULES: dict[str, Rule] = {r.code: r for r in (
     # rules/unkeyed_get_or_create.py:on_call (all fed by the same walk)
     Rule("TXN105", "txnsafety_lint.rules.check_then_act:depends_on",
          ("django_txn105.py", "sqlalchemy_txn105.py", "django_real_shapes.py",
-          "sqlalchemy_kept_statements.py", "django_minted_keys.py",
+          "sqlalchemy_kept_statements.py", "django_minted_keys.py", "sqlalchemy_object_layer.py",
           "django_txn105_claim.py", "sqlalchemy_txn105_claim.py", "django_across_rows.py",
           "django_row_handoffs.py", "django_txn105_helper_check.py",
           "sqlalchemy_txn105_helper_check.py", "django_judged_shapes.py", "sqlalchemy_judged_shapes.py",

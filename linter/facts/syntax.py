@@ -235,6 +235,9 @@ def inserted_call(node: cst.CSTNode) -> Optional[cst.Call]:
     if not isinstance(node, cst.Call):
         return None
     term = terminal(node)
+    if term == "create" and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call) and \
+            is_model_name(dotted(node.func.value.func).rsplit(".", 1)[-1]):
+        return node.func.value      # an object layer's ``Trait(ctx, name=n).create()``
     if term not in ("add", "save", "put"):
         return node
     inner = node.args[0].value if term == "add" and node.args else \

@@ -269,9 +269,9 @@ class CheckFacts:
             built = inserted_object(node)
             if built in self.new_object_values:
                 # ``obj = M(..)``, ``obj.col = v``, then ``session.add(obj)`` / ``obj.save()`` /
-                # an object layer's ``obj.create()``: the columns seen set on it
+                # an object layer's ``obj.create()``: the columns seen set on it, some of the
+                # insert's (``obj.update(values)`` may set more), so its columns stay unknown
                 values = dict(self.new_object_values[built])
-                columns = frozenset(values)
             else:
                 values, columns = insert_values(node), insert_keys(node)
         act = Act(self.line(node), what, ActKind(kind), model, frozenset(names_in(node)),

@@ -101,8 +101,10 @@ class Switch:
 
 _lock = threading.Lock()
 _swaps: list[Swap] = []
-#: scope -> how many times it is open now (one scope may be opened again before it is closed).
-#: Read without the lock only as a hint (a hook asking whether :func:`idle` may have work).
+#: A checked scope's key (its token: the scope itself is not kept alive here) -> how many times it is
+#: open now (one scope may be opened again before it is closed).  Read without the lock only as a
+#: hint (a hook asking whether :func:`idle` may have work).  A scope never closed (a streamed body
+#: its server abandoned unclosed) keeps the hooks in for the process: slower, never less checked.
 OPEN: dict[Any, int] = {}
 #: [whether the registered hooks are in place]
 _on = [False]
@@ -134,23 +136,23 @@ def unregister(swap: Swap) -> None:
         swap.off()
 
 
-def scope_opened(scope: Any) -> None:
-    """A checked scope opened: every hook is in place before it runs anything."""
+def scope_opened(key: Any) -> None:
+    """A checked scope opened (``key``: its token): every hook is in place before it runs anything."""
     with _lock:
-        OPEN[scope] = OPEN.get(scope, 0) + 1
+        OPEN[key] = OPEN.get(key, 0) + 1
         if not _on[0]:
             for swap in _swaps:
                 swap.on()
             _on[0] = True
 
 
-def scope_closed(scope: Any) -> None:
+def scope_closed(key: Any) -> None:
     """A checked scope closed (closing one again, or one never opened, changes nothing).  The
     hooks stay until one finds nothing to do (:func:`idle`): the next request may be checked."""
     with _lock:
-        opened = OPEN.pop(scope, 0)
+        opened = OPEN.pop(key, 0)
         if opened > 1:
-            OPEN[scope] = opened - 1
+            OPEN[key] = opened - 1
 
 
 def idle() -> None:

@@ -334,7 +334,7 @@ def open_scope(scope: RequestScope) -> ScopeToken:
     must not carry the previous request's state into this one.  What they held
     before is restored on close (a test that holds a lock and calls a test client).
     """
-    scope_opened(scope)
+    scope_opened(scope.token)  # its token, not the scope: an abandoned scope is not kept alive
     return _state.set((scope, (), ()))
 
 
@@ -353,7 +353,7 @@ def close_scope(scope: RequestScope, token: ScopeToken | UncheckedToken | None =
             _unchecked.set(None)
         return
     scope.close()
-    scope_closed(scope)
+    scope_closed(scope.token)
     if token is not None:
         try:
             _state.reset(token)

@@ -12,8 +12,10 @@ as a server's does.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import threading
+import weakref
 from contextlib import contextmanager
 
 import pytest
@@ -50,11 +52,11 @@ def outside_every_scope():
     scope = context.current_scope()
     assert scope is not None and checked_hooks.open_scopes() == 1, "a checked scope of another test is open"
     token = context._state.set(context._EMPTY)
-    checked_hooks.scope_closed(scope)
+    checked_hooks.scope_closed(scope.token)
     try:
         yield
     finally:
-        checked_hooks.scope_opened(scope)
+        checked_hooks.scope_opened(scope.token)
         context._state.reset(token)
 
 
@@ -215,3 +217,23 @@ def test_a_hook_someone_else_put_on_loading_instances_is_left_in_place_and_logge
     assert [r.getMessage() for r in caplog.records if "loading.instances" in r.getMessage()] == [
         f"txnsafety: sqlalchemy.orm.loading.instances was replaced by {spy!r}, which txnsafety leaves in place: "
         "what passes there is checked only if it calls txnsafety's hook"]
+
+
+def test_a_scope_never_closed_keeps_the_hooks_in_but_is_not_kept_alive(stack, sample_rate):
+    """A streamed body its server abandons unclosed never closes its scope: the hooks stay in (slower,
+    never less checked), and the scope itself, with what it noted, is not held by the count."""
+    with outside_every_scope():
+        sample_rate(0.0)
+        _serve(_lost_update_app(lambda: stack.Weak(), []))  # the hooks out
+        scope = context.RequestScope(name="abandoned")
+        token, alive = context.open_scope(scope), weakref.ref(scope)
+        context._state.reset(token)                         # its context gone, the scope never closed
+        key, scope = scope.token, None
+        gc.collect()
+        seen = []
+        try:
+            _serve(_lost_update_app(lambda: stack.Weak(), seen))
+            assert alive() is None
+        finally:
+            checked_hooks.scope_closed(key)
+    assert seen == [IN]

@@ -36,11 +36,13 @@ from typing import Any, Protocol
 
 log = logging.getLogger("txnsafety")
 
-__all__ = ["AttributeSwap", "Switch", "register", "unregister", "scope_opened", "scope_closed", "idle",
-           "open_scopes", "OPEN"]
+__all__ = ["Swap", "AttributeSwap", "Switch", "register", "unregister", "scope_opened", "scope_closed", "idle",
+           "open_scopes", "hooks_on", "OPEN"]
 
 
 class Swap(Protocol):
+    """A hook that can be put in place and taken out (under this module's lock only)."""
+
     def on(self) -> None:
         """Put the hook in place."""
 

@@ -41,8 +41,8 @@ from txnsafety.sqlalchemy import events as ts_events  # noqa: E402
 
 
 def _no_writes() -> None:
-    event.remove(Mapper, "before_update", ts_events.before_update)
-    event.remove(Mapper, "after_insert", ts_events._after_insert)
+    event.remove(Mapper, "before_update", ts_events.BEFORE_UPDATE.listener)
+    event.remove(Mapper, "after_insert", ts_events.AFTER_INSERT.listener)
 
 
 def _none_of_them() -> None:

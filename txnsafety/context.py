@@ -27,6 +27,8 @@ from contextlib import ContextDecorator, contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
+from .checked_hooks import scope_closed, scope_opened
+
 log = logging.getLogger("txnsafety")
 
 _request_ids = itertools.count(1)
@@ -246,7 +248,7 @@ class LeftOutScope(RequestScope):
     it (name, priority, id, cleanups) and nothing else.
 
     The checker never sees it (:func:`current_scope` is None there: see
-    :func:`open_unchecked_scope`), so it keeps no stamps, writes or reports: nine requests in
+    :func:`open_left_out`), so it keeps no stamps, writes or reports: nine requests in
     ten at ``sample_rate`` 0.1 are left out, and the containers a checked scope starts
     with (six objects) and their clearing at the end were most of what opening and closing
     one cost.  Only a lock reads it (:func:`request_of_locks`).
@@ -255,10 +257,7 @@ class LeftOutScope(RequestScope):
     __slots__ = ()
 
     def __init__(self, name: str, priority: Priority | Callable[[], Priority]) -> None:
-        self.name = name
-        self._priority = priority
-        self._id = next(_request_ids)
-        self._cleanups = []
+        self.name, self._priority, self._id, self._cleanups = name, priority, next(_request_ids), []
 
     def close(self) -> None:
         """Run cleanups (last first: a lock still held is released).  Never raises."""
@@ -307,22 +306,21 @@ def request_of_locks() -> RequestScope | None:
 
 
 class UncheckedToken:
-    """What :func:`open_unchecked_scope` replaced, for :func:`close_scope` (never changed).
-
-    A plain class with slots, not a frozen dataclass: one is made for every request the
-    sample leaves out, and a frozen dataclass sets each field through ``object.__setattr__``.
-    """
+    """What :func:`open_left_out` replaced (``state``, ``unchecked``: the two context variables'
+    tokens), for :func:`close_scope`; never changed.  A plain class with slots, its attributes set
+    by :func:`open_left_out` (one is made for every request the sample leaves out)."""
 
     __slots__ = ("state", "unchecked")
 
-    def __init__(self, state: contextvars.Token, unchecked: contextvars.Token) -> None:
-        self.state = state
-        self.unchecked = unchecked
 
-
-def open_unchecked_scope(scope: RequestScope) -> UncheckedToken:
-    """Make ``scope`` the current request for locks only: the checker sees no request."""
-    return UncheckedToken(_state.set(_EMPTY), _unchecked.set(scope))
+def open_left_out(name: str, priority: Priority | Callable[[], Priority]) -> tuple[LeftOutScope, UncheckedToken]:
+    """A ``LeftOutScope(name, priority)`` made the current request for locks only (the checker sees
+    none), in one frame: nine requests in ten at ``sample_rate`` 0.1 open one."""
+    scope = _new_object(LeftOutScope)
+    scope.name, scope._priority, scope._id, scope._cleanups = name, priority, next(_request_ids), []
+    token = _new_object(UncheckedToken)
+    token.state, token.unchecked = _state.set(_EMPTY), _unchecked.set(scope)
+    return scope, token
 
 
 #: What :func:`open_scope` replaced (its ``old_value``), so :func:`close_scope` can put it back.
@@ -336,13 +334,15 @@ def open_scope(scope: RequestScope) -> ScopeToken:
     must not carry the previous request's state into this one.  What they held
     before is restored on close (a test that holds a lock and calls a test client).
     """
+    scope_opened(scope.token)  # its token, not the scope: an abandoned scope is not kept alive
     return _state.set((scope, (), ()))
 
 
 def close_scope(scope: RequestScope, token: ScopeToken | UncheckedToken | None = None) -> None:
     """Close ``scope`` and restore what was current before it."""
-    scope.close()
-    if isinstance(token, UncheckedToken):
+    if type(token) is UncheckedToken:  # a request the sample left out: its cleanups (LeftOutScope.close)
+        if scope._cleanups:
+            scope.close_cleanups()
         try:
             _state.reset(token.state)
         except ValueError:  # closed from another context: put back what it replaced
@@ -352,6 +352,8 @@ def close_scope(scope: RequestScope, token: ScopeToken | UncheckedToken | None =
         except ValueError:
             _unchecked.set(None)
         return
+    scope.close()
+    scope_closed(scope.token)
     if token is not None:
         try:
             _state.reset(token)

@@ -13,8 +13,7 @@ from contextvars import ContextVar, Token
 from typing import Callable, Mapping, TypeVar
 
 from .config import settings
-from .context import (LeftOutScope, Priority, RequestScope, UncheckedToken, close_scope, open_scope,
-                      open_unchecked_scope)
+from .context import Priority, RequestScope, UncheckedToken, close_scope, open_left_out, open_scope
 
 log = logging.getLogger("txnsafety")
 
@@ -49,8 +48,7 @@ def open_request(method: str, path: str, headers: Mapping[str, str]
         # another thread may have removed it since)
         rate = settings.sample_rate if settings.sampler is None else settings.rate_for(method, path, headers)
         if rate < 1.0 and _draw() >= rate:  # left out: a scope for its locks only
-            left_out = LeftOutScope(f"{method} {path}", priority)
-            return left_out, open_unchecked_scope(left_out)
+            return open_left_out(f"{method} {path}", priority)
         scope = RequestScope(name=f"{method} {path}", priority=priority)
         return scope, open_scope(scope)
     except Exception:

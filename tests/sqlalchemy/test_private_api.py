@@ -552,3 +552,36 @@ def test_the_attribute_equality_of_a_plain_column_is_the_type_s_default_comparis
     info = ClassInfo(Row)
     assert info.equality["name"].__func__ is TypeEngine.compare_values
     assert info.plain_equality == {"id", "name"}
+
+
+def test_raw_mapper_listeners_get_three_positional_arguments_and_a_partial_is_kept_as_registered(engine):
+    """``checked_hooks.Switch``: ``before_update`` / ``after_insert`` are registered (raw, retval) as
+    ``functools.partial`` objects, switched off to ``slice``, which takes at most three positional
+    arguments: SQLAlchemy must call the listener itself (no wrapper of its own) with exactly those."""
+    import functools
+
+    calls: list[tuple] = []
+
+    def record(*args, **kwargs):
+        calls.append((len(args), kwargs))
+
+    listener = functools.partial(record)
+    for name in ("before_update", "after_insert"):
+        event.listen(Mapper, name, listener, raw=True, retval=True)
+    try:
+        assert event.contains(Mapper, "before_update", listener)
+        with Session(engine) as session:
+            session.add(Account(id=900, balance=1))
+            session.flush()
+            session.get(Account, 900).balance = 2
+            session.flush()
+            session.rollback()
+        listener.__setstate__((slice, (), None, None))     # what Switch.off does: the flush still runs
+        with Session(engine) as session:
+            session.add(Account(id=901, balance=1))
+            session.flush()
+            session.rollback()
+    finally:
+        for name in ("before_update", "after_insert"):
+            event.remove(Mapper, name, listener)
+    assert calls == [(3, {}), (3, {})]

@@ -38,7 +38,10 @@ extension.  What happens then:
 
 Mapper-level listeners are installed once, for all mappers; they do nothing for a
 Session that was not instrumented, and for a class without a policy they return
-after one dictionary look-up (unless ``strict``).
+after one dictionary look-up (unless ``strict``).  ``before_update``, ``after_insert``
+and the wrapped ``loading.instances`` are in place only while a checked scope is open
+in the process (:mod:`txnsafety.checked_hooks`): a request the sample leaves out, once
+no checked one is open, makes no Python call for them.
 """
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper, Session, scoped_session, sessionmaker
 
-from .. import checker
+from .. import checked_hooks, checker
 from ..config import settings
 from ..context import Transaction, current_state, left_out_scope, root_transaction
 from ..policies import Policy
@@ -186,6 +189,8 @@ def _after_insert(mapper: Any, connection: Any, state: Any) -> None:
     with no checked request (left out by the sample, the checker off) returns here."""
     scope = current_state()[0]
     if scope is None or not settings.enabled:
+        if not checked_hooks.OPEN:  # no checked scope anywhere: not needed until one opens
+            checked_hooks.idle()
         return
     try:
         _judge_insert(scope, state)
@@ -227,9 +232,14 @@ _SESSION_EVENTS = (
 #: (event, listener, listen() keywords).  The MapperEvents take ``retval=True``: without
 #: it SQLAlchemy wraps the listener in a Python function that returns EXT_CONTINUE, one
 #: more call per flushed object; the return value of these events is ignored anyway.
+#: ``before_update`` and ``after_insert`` do nothing without a checked scope: each is registered as a
+#: :class:`~txnsafety.checked_hooks.Switch`, which calls it only while a checked scope is open (a left-out
+#: request's flush makes no Python call for them).
+BEFORE_UPDATE = checked_hooks.Switch(before_update)
+AFTER_INSERT = checked_hooks.Switch(_after_insert)
 _MAPPER_EVENTS: tuple[tuple[str, Any, dict[str, bool]], ...] = (
-    ("before_update", before_update, {"raw": True, "retval": True}),
-    ("after_insert", _after_insert, {"raw": True, "retval": True}),
+    ("before_update", BEFORE_UPDATE.listener, {"raw": True, "retval": True}),
+    ("after_insert", AFTER_INSERT.listener, {"raw": True, "retval": True}),
     ("refresh", on_refresh, {"raw": True}),  # refreshed objects only: no cost on first loads
     ("pickle", on_pickle, {"raw": True}),
     ("unpickle", on_unpickle, {"raw": True}),
@@ -250,6 +260,8 @@ def _install_mapper_events() -> None:
             return
         for name, fn, kw in _MAPPER_EVENTS:
             event.listen(Mapper, name, fn, **kw)
+        checked_hooks.register(BEFORE_UPDATE)
+        checked_hooks.register(AFTER_INSERT)
         reads.install()
         detached.install()
         for install, _ in _PATCHES:
@@ -265,6 +277,8 @@ def _uninstall_mapper_events() -> None:
             return
         for name, fn, _kw in _MAPPER_EVENTS:
             event.remove(Mapper, name, fn)
+        checked_hooks.unregister(BEFORE_UPDATE)
+        checked_hooks.unregister(AFTER_INSERT)
         reads.uninstall()
         detached.uninstall()
         for _, uninstall in _PATCHES:

@@ -8,7 +8,8 @@ values keeps its older number, which is the read that counts.  So the checker
 needs no per-row hook (an empty ``load`` listener alone cost +5 to +7 % on a
 200-row list, SQLAlchemy's own per-row event dispatch):
 
-* per statement (the wrapped ``loading.instances``): the read it makes — request
+* per statement (the wrapped ``loading.instances``, in place while a checked scope is open:
+  :mod:`txnsafety.checked_hooks`): the read it makes — request
   token, tick, root transaction, leases, FOR UPDATE (and OF which tables), site —
   is noted in the Session's :class:`SessionState` under the statement's ``runid``;
 * when the checker asks about an object (a write, ``read_stamp``): its read is the
@@ -35,13 +36,15 @@ from sqlalchemy.orm import loading
 from sqlalchemy.orm.base import DEFAULT_STATE_ATTR
 from sqlalchemy.orm.state import InstanceState
 
-from .. import check_then_act, checker
+from .. import check_then_act, checked_hooks, checker
+from ..checked_hooks import OPEN as _open_scopes
 from ..config import settings
 from ..context import current_state
 from ..policies import cached_policy, policy_of
 from ..report import StompingError
 from ..sites import sites_wanted, user_site, wants_site
 from .classes import classes, info
+from .statements import entity_classes as _entity_classes, locked_tables as _locked_tables
 
 log = logging.getLogger("txnsafety")
 
@@ -85,6 +88,8 @@ def _instances(cursor: Any, context: Any) -> Any:
     """
     state = current_state()
     if state[0] is None:  # no request, or one the sample leaves out: first, as they pay least then
+        if not _open_scopes:  # and no checked scope anywhere: the hook is not needed until one opens
+            checked_hooks.idle()
         return _original_instances(cursor, context)
     scope = state[0]
     session = context.session
@@ -341,35 +346,6 @@ def _report_rows_locked_outside(rows: list[Any], runid: int) -> None:
                                     transaction=None, for_update=True)
 
 
-def _entity_classes(context: Any) -> tuple[type, ...]:
-    """The mapped classes the statement selects (not aliased ones), as its ``column_descriptions``
-    name them, read from the compile state the statement was run with (private; pinned by test):
-    ``column_descriptions`` builds a new one, about 20 us, once per FOR UPDATE statement."""
-    try:
-        return tuple(e.entity_zero.class_ for e in context.compile_state._entities
-                     if getattr(getattr(e, "entity_zero", None), "is_mapper", False))
-    except Exception:
-        pass
-    try:
-        return tuple(d["entity"] for d in context.query.column_descriptions if isinstance(d.get("entity"), type))
-    except Exception:  # a statement without ORM entities
-        return ()
-
-
-def _locked_tables(for_update_arg: Any) -> frozenset[Any] | None:
-    """The tables a ``FOR UPDATE OF`` names (None: no OF, every table of the FROM is locked)."""
-    of = getattr(for_update_arg, "of", None) if for_update_arg is not None else None
-    if not of:
-        return None
-    tables = set()
-    for element in of:
-        table = getattr(element, "table", None)  # a column: its table
-        tables.add(element if table is None else table)
-        for parent in getattr(element, "_cloned_set", ()) or ():  # an alias of a table
-            tables.add(parent)
-    return frozenset(tables)
-
-
 def read_for(statement: tuple[Any, ...], cls: type) -> tuple[Any, ...] | None:
     """The read rows of ``cls`` got from ``statement``: ``(request token, tick, transaction,
     leases, site, for_update)``, a :class:`~txnsafety.checker.ReadStamp` without the entity
@@ -490,11 +466,15 @@ def on_refresh(state: Any, context: Any, attrs: Any) -> None:
 
 # -- install ------------------------------------------------------------------------------------------
 
+#: ``loading.instances`` is this module's hook only while a checked scope is open (checked_hooks.py).
+_swap = checked_hooks.AttributeSwap(loading, "instances", _instances, _original_instances)
+
+
 def install() -> None:
-    loading.instances = _instances
+    checked_hooks.register(_swap)
     checker.add_deferred_reads(instance_reads)
 
 
 def uninstall() -> None:
-    loading.instances = _original_instances
+    checked_hooks.unregister(_swap)
     checker.remove_deferred_reads(instance_reads)

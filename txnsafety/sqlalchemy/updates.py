@@ -27,7 +27,8 @@ from typing import Any
 
 from sqlalchemy.orm.session import _sessions
 
-from .. import checker
+from .. import checked_hooks, checker
+from ..checked_hooks import OPEN as _open_scopes
 from ..config import settings
 from ..context import current_scope, current_state, test_code_scope
 from ..policies import Protection, cached_policy
@@ -71,6 +72,8 @@ def before_update(mapper: Any, connection: Any, state: Any) -> None:
     """
     scope = current_state()[0]
     if scope is None or not settings.enabled:
+        if not _open_scopes:  # no checked scope anywhere: the listener is not needed until one opens
+            checked_hooks.idle()
         return
     try:
         if not _judged_quickly(state, scope):

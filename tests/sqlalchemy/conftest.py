@@ -87,6 +87,24 @@ def fresh_db(db_url: str) -> str:
     return db_url
 
 
+@pytest.fixture
+def stack(fresh_db: str) -> Iterator[Any]:
+    """The app's engines and sessions on a fresh database (a module that needs tables of its
+    own defines its own ``stack``)."""
+    from fixtures.sqla_app.engines import sync_stack
+    s = sync_stack(fresh_db)
+    yield s
+    s.dispose()
+
+
+@pytest.fixture
+def sample_rate() -> Iterator[Any]:
+    """Set ``sample_rate`` for one test; every request checked again after it."""
+    import txnsafety
+    yield lambda rate: txnsafety.configure(sample_rate=rate)
+    txnsafety.configure(sample_rate=1.0)
+
+
 # -- servers ------------------------------------------------------------------------
 
 class Served:

@@ -18,31 +18,16 @@ import threading
 import weakref
 from contextlib import contextmanager
 
-import pytest
 from sqlalchemy.orm import loading
 from webob import Request, Response
 
 import txnsafety
-from fixtures.sqla_app.engines import sync_stack
 from fixtures.sqla_app.models import Counter
 from txnsafety import checked_hooks, context
 from txnsafety.config import settings
 from txnsafety.sqlalchemy import events, reads
 from txnsafety.sqlalchemy.updates import before_update
 from txnsafety.wsgi import TxnSafetyMiddleware
-
-
-@pytest.fixture
-def stack(fresh_db):
-    s = sync_stack(fresh_db)
-    yield s
-    s.dispose()
-
-
-@pytest.fixture
-def sample_rate():
-    yield lambda rate: txnsafety.configure(sample_rate=rate)
-    txnsafety.configure(sample_rate=1.0)
 
 
 @contextmanager

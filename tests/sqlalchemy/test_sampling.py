@@ -7,27 +7,11 @@ The same racy read-modify-write is reported once the request is checked again.
 """
 from __future__ import annotations
 
-import pytest
 from webob import Request, Response
 
-import txnsafety
-from fixtures.sqla_app.engines import sync_stack
 from fixtures.sqla_app.models import Counter
 from txnsafety.sqlalchemy.reads import INFO_KEY
 from txnsafety.wsgi import TxnSafetyMiddleware
-
-
-@pytest.fixture
-def stack(fresh_db):
-    s = sync_stack(fresh_db)
-    yield s
-    s.dispose()
-
-
-@pytest.fixture
-def sample_rate():
-    yield lambda rate: txnsafety.configure(sample_rate=rate)
-    txnsafety.configure(sample_rate=1.0)
 
 
 def _serve(app):

@@ -10,15 +10,7 @@ import pytest
 from sqlalchemy import update
 
 import txnsafety
-from fixtures.sqla_app.engines import sync_stack
 from fixtures.sqla_app.models import Account
-
-
-@pytest.fixture
-def stack(fresh_db):
-    s = sync_stack(fresh_db)
-    yield s
-    s.dispose()
 
 
 def _cache_in_a_first_request(stack, pickled):

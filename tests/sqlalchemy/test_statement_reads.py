@@ -6,16 +6,8 @@ import pytest
 from sqlalchemy import inspect, select
 
 import txnsafety
-from fixtures.sqla_app.engines import sync_stack
 from fixtures.sqla_app.models import Account
 from txnsafety.sqlalchemy import events, reads, transaction_of
-
-
-@pytest.fixture
-def stack(fresh_db):
-    s = sync_stack(fresh_db)
-    yield s
-    s.dispose()
 
 
 def test_no_listener_runs_for_each_row_loaded(stack):

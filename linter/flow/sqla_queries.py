@@ -76,13 +76,11 @@ def _statement(value: cst.Call) -> Optional[GetInfo]:
     """``stmt = select(M).where(..).with_for_update(nowait=nowait)``: a statement kept in a
     name until ``session.execute(stmt)`` runs it (rucio builds every query so).  Kept so the
     run reads rows of ``M`` with the statement's lock and lookup, as the inline form does."""
-    names, calls, root = chain(value)
-    steps = {terminal(c): c for c in reversed(calls)}
-    select = steps.get("select")
-    if select is None or not isinstance(root, cst.Name) and calls[-1] is not select:
+    _names, calls, _root = chain(value)
+    select = calls[-1]                  # the innermost call: ``select(M)`` itself
+    if terminal(select) != "select" or any(terminal(c) not in _STATEMENT_STEPS for c in calls):
         return None
-    if any(terminal(c) not in _STATEMENT_STEPS for c in calls):
-        return None
+    steps = {terminal(c) for c in calls}
     model = first_arg_name(select)
     if model is None:
         return None

@@ -140,25 +140,26 @@ def is_slice(expr: cst.BaseExpression) -> bool:
         isinstance(expr.slice[0].slice, cst.Slice)
 
 
-def set_columns(call: cst.Call) -> frozenset[str]:
-    """The columns an update sets: ``update(lock=t)`` (Django), ``update({M.owner: me})`` or
-    ``update(M).where(..).values(owner=me)`` (SQLAlchemy)."""
-    found: set[str] = set()
+def set_values(call: cst.Call) -> dict[str, cst.BaseExpression]:
+    """The columns an update sets, with the expression each is set to: ``update(lock=t)``
+    (Django), ``update({M.owner: me})`` or ``update(M).where(..).values(owner=me)``
+    (SQLAlchemy)."""
+    found: dict[str, cst.BaseExpression] = {}
     _, calls, _ = chain(call)
     for c in calls:
         if terminal(c) not in ("update", "values"):
             continue
         for arg in c.args:
             if arg.keyword is not None:
-                found.add(arg.keyword.value)
+                found[arg.keyword.value] = arg.value
             elif isinstance(arg.value, cst.Dict):
                 for el in arg.value.elements:
                     key = getattr(el, "key", None)
                     if isinstance(key, cst.Attribute):
-                        found.add(key.attr.value)
+                        found[key.attr.value] = el.value
                     elif isinstance(key, cst.SimpleString):
-                        found.add(key.value.strip("'\""))
-    return frozenset(found)
+                        found[key.value.strip("'\"")] = el.value
+    return found
 
 
 def condition_names(call: cst.Call) -> set[str]:

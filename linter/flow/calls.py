@@ -19,7 +19,7 @@ from ..facts.syntax import (
 from ..facts.module_facts import GetInfo
 from ..facts.provenance import relation_change
 from .events import Called, SelectedRowsUpdated, SideEffect
-from ..facts.query_selection import condition_names, set_columns, state_columns
+from ..facts.query_selection import condition_names, is_constant, set_values, state_columns
 
 from .reads import for_update_in
 from .records import CallSite
@@ -74,7 +74,7 @@ class CallFacts:
         parts = CallParts(term, dotted(func), recv, recv.value if isinstance(recv, cst.Name) else None)
         if term in ("update", "values") and self.selections:
             self.update_claim(call)
-        if self.claims:             # work done with a row counts only after its claim
+        if self.claims or self.update_claims:     # work done with rows counts only after their claim
             self.note_handed_on(call, parts.name)
         if parts.recv_name is None and recv is not None and self.relation_entity(recv) is not None:
             parts.recv_name = dotted(recv)      # ``order.user.plan.save()``: a related row
@@ -362,17 +362,18 @@ class CallFacts:
         line = self.line(call)
         for arg in call.args:
             for n in names_in(arg.value):
-                if n in self.entities or n in self.querysets:
+                if n in self.entities or n in self.querysets or n in self.selections:
                     self.handed_on.append((line, n))
 
     def update_claim(self, call: cst.Call) -> None:
         """An update of rows a variable selected by state, setting columns (TXN105 when it sets
         that state back: ``rules/claim.py``)."""
-        set_cols = set_columns(call)
-        if not set_cols:
+        values = set_values(call)
+        if not values:
             return
         names = sorted(condition_names(call) & set(self.selections))
         if names:
             self.emit(SelectedRowsUpdated(self.line(call), tuple(self.stack), call,
-                                          tuple(self.selections[n] for n in names), frozenset(set_cols),
-                                          frozenset(state_columns(call))))
+                                          tuple(self.selections[n] for n in names), frozenset(values),
+                                          frozenset(state_columns(call)),
+                                          frozenset(c for c, v in values.items() if is_constant(v))))

@@ -162,13 +162,15 @@ class Stored(Event):
 class SelectedRowsUpdated(Event):
     """``filter(id__in=ids).update(owner=me)`` where ``ids`` was selected by state:
     ``selections``, the variables the update's condition names (by name); ``set_columns``,
-    what it sets; ``compared``, the state its own condition compares again."""
+    what it sets; ``compared``, the state its own condition compares again; ``literal``, the
+    set columns given a literal (``is_active=False``: every caller writes the same)."""
 
     kind: ClassVar[EventKind] = EventKind.SELECTED_ROWS_UPDATED
     node: cst.Call
     selections: tuple[Selection, ...]
     set_columns: frozenset
     compared: frozenset
+    literal: frozenset = frozenset()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

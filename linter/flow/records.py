@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 import libcst as cst
 
-from ..facts.model import Act, Check, Entity, Finding, Mutation, Need
+from ..facts.model import Act, Assessment, Check, Entity, Finding, Mutation, Need
 from ..facts.module_facts import GetInfo
 
 
@@ -30,6 +30,10 @@ class _Positions:
 
     def line(self, node: cst.CSTNode) -> int:
         return bisect.bisect_right(self.starts, self.spans[node].start)
+
+    def last_line(self, node: cst.CSTNode) -> int:
+        span = self.spans[node]
+        return bisect.bisect_right(self.starts, span.start + max(span.length - 1, 0))
 
     def col(self, node: cst.CSTNode) -> int:
         start = self.spans[node].start
@@ -95,6 +99,24 @@ class PendingClaim:
     claim: Claim
     line: int
     verb: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingUpdateClaim:
+    """An update at ``line`` that sets back the state its rows were selected by
+    (``filter(id__in=ids).update(owner=me)``), judged at the function's end like a
+    :class:`PendingClaim`: ``selection``, the variable of the selected rows; ``same_for_all``,
+    every claimed column set to a literal; ``message`` and ``assessment``, the finding reported
+    if the claim matters."""
+
+    node: cst.Call
+    #: the update's first and last lines (the selection named inside it is not handed on)
+    line: int
+    last_line: int
+    selection: str
+    same_for_all: bool
+    message: str
+    assessment: Assessment
 
 
 #: how a deferred finding is settled once the project's callers are known: the finding, the

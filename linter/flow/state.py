@@ -24,7 +24,7 @@ from ..facts.module_facts import GetInfo
 from ..facts.query_selection import Selection
 from ..facts.values import InsertValues
 from .events import Checked, Event, Mutated, ProtectionEntered, ProtectionLeft
-from .records import CallSite, Deferred, HelperChecks, PendingClaim, Returned, Settle, _Positions
+from .records import CallSite, Deferred, HelperChecks, PendingClaim, PendingUpdateClaim, Returned, Settle, _Positions
 
 
 class FunctionState:
@@ -93,6 +93,8 @@ class FunctionState:
         self.reported_write_lines: set[int] = set()
         #: compare-and-set writes seen (rules/claim.py), judged when the walk has ended
         self.claims: list[PendingClaim] = []
+        #: updates of rows selected by state that set that state back, judged at the end too
+        self.update_claims: list[PendingUpdateClaim] = []
         #: write lines reported at high confidence (a claim there is not reported again)
         self.sure_write_lines: set[int] = set()
         #: lines of every write and insert: what a double claim would do twice
@@ -162,6 +164,9 @@ class FunctionState:
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
         return self.positions.line(node) + self.offset
+
+    def last_line(self, node: cst.CSTNode) -> int:
+        return self.positions.last_line(node) + self.offset
 
     def col(self, node: cst.CSTNode) -> int:
         return self.positions.col(node)

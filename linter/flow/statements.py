@@ -118,10 +118,10 @@ class StatementWalk:
             row_streams.note_out(self, small)
             out = small.value if isinstance(small, cst.Return) else \
                 small.value.value if isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield) else None
-            if out is not None and self.claims:     # a claimed row returned or yielded is handed on
+            if out is not None and (self.claims or self.update_claims):   # claimed rows returned or yielded
                 line = self.line(small)
-                self.handed_on.extend((line, n) for n in names_in(out)
-                                      if n in self.entities or n in self.querysets)
+                self.handed_on.extend((line, n) for n in names_in(out) if n in self.entities or
+                                      n in self.querysets or n in self.selections)
             if isinstance(small, cst.Return) and small.value is not None and \
                     self.returned is None and self.outer is None:
                 self.return_(small.value)

@@ -24,9 +24,16 @@ pair one step, and :func:`matters` whether a double claim does harm:
 Only a claim that matters is reported: the function does work with the row besides
 writing it after the claim (another write or insert, the row returned, yielded or passed to a
 call that is not logging), which both claimants would do.  A sweep that only stamps rows loses nothing
-when it runs twice.  An ``if`` on a field of a row read by its key, then a write of that
-field, is *not* taken for a claim: on real projects it is mostly normalisation (``if
-self.state == X: self.state = Y``) and lazy initialisation, rarely a race.
+when it runs twice.  An update of selected rows (``filter(id__in=ids).update(..)``) is judged
+the same way, with one more way to matter: a claimed column set to something that differs
+between claimants (``owner=me``, ``lock=now``) assigns the rows, and the owner's work may
+follow anywhere.  A column set to a constant every claimant writes alike (``is_active=False``,
+``Status.CANCELLED``), with no work after it, is an idempotent sweep; further updates of the
+same selection (archiving the rows' children too) are no work of their own.
+
+An ``if`` on a field of a row read by its key, then a write of that field, is *not* taken
+for a claim: on real projects it is mostly normalisation (``if self.state == X:
+self.state = Y``) and lazy initialisation, rarely a race.
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ from ..facts.model import Confidence, Entity, Mutation
 from ..facts.query_selection import Selection
 from ..facts.syntax import label
 from ..flow.events import FunctionEnded, SelectedRowsUpdated, Stored
-from ..flow.records import Claim, PendingClaim
+from ..flow.records import Claim, PendingClaim, PendingUpdateClaim
 from . import severity
 
 if TYPE_CHECKING:
@@ -124,9 +131,10 @@ def on_selected_rows_updated(fa: "FunctionState", event: SelectedRowsUpdated) ->
         columns = claimed_by_update(sel, event.set_columns, event.compared)
         if columns and not any(s.kind == "lock" or s.serializable for s in event.scopes):
             fa.work_lines.append(event.line)
-            fa.report(call, "TXN105", update_message(
-                sel, columns, event.line, f"`{label(call.func)}()`", fa.framework_hint()),
-                deferrable=True, confidence=Confidence.MEDIUM, assessment=severity.of_claim(None, columns))
+            fa.update_claims.append(PendingUpdateClaim(
+                call, event.line, fa.last_line(call), sel.name, set(columns) <= event.literal,
+                update_message(sel, columns, event.line, f"`{label(call.func)}()`", fa.framework_hint()),
+                severity.of_claim(None, columns)))
             return
 
 
@@ -146,3 +154,14 @@ def on_function_end(fa: "FunctionState", event: FunctionEnded) -> None:
         fa.report(w_line, "TXN105", message(found, w_line, pending.verb, fw), deferrable=True,
                   confidence=Confidence.MEDIUM, assessment=severity.of_claim(ent, found.columns))
     fa.claims = []
+    # the updates' own lines: other claims' updates (the same rows' children archived too) are
+    # no work of their own (they set the same values again when run twice)
+    claim_lines = {n for p in fa.update_claims for n in range(p.line, p.last_line + 1)}
+    for update in fa.update_claims:
+        other_work = any(n > update.line and n not in claim_lines for n in fa.work_lines) or \
+            any(n > update.line and n not in claim_lines and name == update.selection
+                for n, name in fa.handed_on)
+        if other_work or not update.same_for_all:
+            fa.report(update.node, "TXN105", update.message, deferrable=True,
+                      confidence=Confidence.MEDIUM, assessment=update.assessment)
+    fa.update_claims = []

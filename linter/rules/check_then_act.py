@@ -73,13 +73,15 @@ def depends_on(check: Check, act: Act, unprotected_policies: frozenset) -> Optio
 
 def confidence(check: Check, act: Act, params: set) -> Confidence:
     """``LOW`` when the model checked or inserted is a class the caller passes
-    (``def save_row(data, ModelClass)``): whether a unique key settles the race depends on
-    the models the callers pass, which the function cannot show.  Not after an update that
+    (``def save_row(data, ModelClass)``) or one an object keeps (``self.classtype``, set by
+    whoever built the repository): whether a unique key settles the race depends on the
+    models the callers pass, which the function cannot show.  Not after an update that
     matched no row: no key settles that (:func:`conflict_settles`), whatever the model."""
     if check.kind is CheckKind.UPDATED:
         return Confidence.HIGH
-    models = set(check.models) | ({act.model} if act.model else set())
-    return Confidence.LOW if models & (params - {"self", "cls"}) else Confidence.HIGH
+    models = (set(check.models) | ({act.model} if act.model else set())) - {"self", "cls"}
+    passed = models & params or any(not is_model_name(m) for m in models)
+    return Confidence.LOW if passed else Confidence.HIGH
 
 
 def unique_key_settles(check: Check, act: Act, unique_keys: "dict | _ModelKeys") -> bool:

@@ -23,6 +23,7 @@ from ..facts.query_selection import condition_names, is_constant, set_values, st
 
 from .reads import for_update_in
 from .records import CallSite
+from .switches import passed
 
 
 #: class-name endings of objects whose ``save()`` inserts a row (DRF serializers, ModelForms)
@@ -340,6 +341,8 @@ class CallFacts:
         site.on_self = recv_name == "self" and self.is_method
         site.guarded = self.integrity_depth > 0
         site.names = frozenset(names_in(call))
+        site.passed = passed(call)
+        site.switches = frozenset(self.switches_on)
         self.mod.call_sites.append(site)
 
     def stores_new_object(self, call: cst.Call) -> None:

@@ -42,7 +42,7 @@ class _Positions:
 
 class CallSite:
     __slots__ = ("callee", "line", "col", "stack", "args", "live", "caller", "receiver",
-                 "module_alias", "checks", "guarded", "names", "on_self")
+                 "module_alias", "checks", "guarded", "names", "on_self", "passed", "switches")
 
     def __init__(self, callee, line, col, stack, args, live, caller, receiver, module_alias=None):
         self.module_alias = module_alias   # ``services`` in ``services.award_bonus(...)``
@@ -62,6 +62,10 @@ class CallSite:
         self.names: frozenset = frozenset()
         #: ``self.method(...)`` in a method: the callee is this class's own
         self.on_self = False
+        #: what the call passes that may switch the callee's writes on (switches.py)
+        self.passed = None
+        #: the caller's switches tested true around the call
+        self.switches: frozenset = frozenset()
 
 
 class Returned:

@@ -117,6 +117,12 @@ class FunctionState:
         self.params: dict[str, Entity] = {}
         self.param_order: list[str] = []
         self.param_writes: dict[str, tuple] = {}
+        #: parameter -> the switches (``commit=False`` parameters) every write of it sits under
+        #: (switches.py): a caller that leaves them off reaches no write
+        self.param_write_guards: dict[str, frozenset[str]] = {}
+        #: parameters off by default (``commit=False``), and those tested true around the statement
+        self.off_switches: frozenset[str] = frozenset()
+        self.switches_on: list[str] = []
         self.rmw_getters: dict[str, tuple] = {}
         self.inherited_rmw: dict[str, tuple] = {}
         self.deferred: list[Deferred] = []
@@ -164,6 +170,14 @@ class FunctionState:
     # -- positions
     def line(self, node: cst.CSTNode) -> int:
         return self.positions.line(node) + self.offset
+
+    def note_param_write(self, name: str, record: tuple) -> None:
+        """A write of the parameter ``name`` (``record``: line, mutations, kind) callers judge at
+        their call; the first is kept, the switches around every one are intersected."""
+        self.param_writes.setdefault(name, record)
+        guards = frozenset(self.switches_on)
+        before = self.param_write_guards.get(name)
+        self.param_write_guards[name] = guards if before is None else before & guards
 
     def last_line(self, node: cst.CSTNode) -> int:
         return self.positions.last_line(node) + self.offset

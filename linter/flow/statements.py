@@ -23,6 +23,7 @@ from ..facts.query_selection import related_model, state_columns
 from .events import LockedRead, RowRead
 
 from .records import Returned
+from .switches import switch_tested
 
 
 #: calls in an ``IntegrityError`` handler that apply the change again to the row that won
@@ -59,7 +60,12 @@ class StatementWalk:
                 # ``if not connection.in_atomic_block: raise ...``: the caller's transaction
                 self.enter(Scope("txn", "the caller's transaction (checked by `in_atomic_block`)",
                                  self.line(stmt)))
+            switch = switch_tested(stmt.test, self.off_switches) if self.off_switches else None
+            if switch:
+                self.switches_on.append(switch)
             self.block(stmt.body)
+            if switch:
+                self.switches_on.pop()
             for c in made:
                 c.suspended = False
             before = conditions.snapshot(self)

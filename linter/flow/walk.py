@@ -32,6 +32,7 @@ from .records import CallSite, Returned, _Positions  # noqa: F401  (re-exported)
 from .state import FunctionState
 from .statements import StatementWalk
 from .writes import WriteFacts
+from .switches import off_by_default
 
 
 class FunctionAnalyzer(FunctionState, StatementWalk, ReadFacts, AssignFacts, CallFacts, WriteFacts, CheckFacts):
@@ -62,7 +63,9 @@ class FunctionAnalyzer(FunctionState, StatementWalk, ReadFacts, AssignFacts, Cal
             # are ``Model.objects.get(...)`` / ``.create(...)``
             self.querysets["self"] = GetInfo(None, None, None, "django")
         params = node.params
-        for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params):
+        every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+        self.off_switches = frozenset(p.name.value for p in every if off_by_default(p))
+        for p in every:
             pname = p.name.value
             self.param_order.append(pname)
             if pname == "cls":

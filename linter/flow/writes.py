@@ -32,7 +32,7 @@ class WriteFacts:
                 m.own or m.reads & (written_attrs - {m.attr})))]
             if relevant and ent.name == "self" and not any(s.kind for s in self.stack if not s.decorator):
                 # callers that read the row are judged at their call (resolve_calls)
-                self.param_writes.setdefault("self", (w_line, relevant, kind))
+                self.note_param_write("self", (w_line, relevant, kind))
         written = [m for m in ent.pending if kind != "fields" or fields is None or m.attr in fields]
         self.emit(Stored(w_line, tuple(self.stack), ent, tuple(written), verb))   # a claim? (rules/claim.py)
         self.work_lines.append(w_line)
@@ -52,7 +52,7 @@ class WriteFacts:
             stack = tuple(s for s in stack if not s.decorator and
                           not (self.outer and s in self.outer.stack))
             if not stack and ent.name in self.params and self.outer is None:
-                self.param_writes.setdefault(ent.name, (w_line, relevant, kind))
+                self.note_param_write(ent.name, (w_line, relevant, kind))
         self.emit(Written(w_line, stack, ent, tuple(relevant), kind,
                           frozenset(fields) if fields is not None else None, verb, node,
                           at_node=line is None))

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterator
 
+from ..flow.switches import reached
+
 _ROUNDS = 3
 
 
@@ -31,10 +33,11 @@ def pass_on(mods: dict, sites: list, lookup: Callable) -> None:
                 continue
             for pname, ent in _pairs(site, callee):
                 if ent.source != "param" or caller.params.get(ent.name) is not ent or \
-                        ent.name in caller.param_writes:
+                        ent.name in caller.param_writes or not _reached(site, callee, pname):
                     continue
                 _w_line, relevant, kind = callee.param_writes[pname]
                 caller.param_writes[ent.name] = (site.line, relevant, kind)
+                caller.param_write_guards[ent.name] = site.switches
                 if _specific(caller.name):
                     grew.add(caller.name)
         if not grew or not _analyse_callers_of(mods, grew, sites):
@@ -59,6 +62,15 @@ def _pairs(site, callee) -> Iterator[tuple]:
         pname = key if isinstance(key, str) else (order[key] if key < len(order) else None)
         if pname is not None and pname in callee.param_writes:
             yield pname, ent
+
+
+def _reached(site, callee, pname: str) -> bool:
+    """Whether the call can reach the callee's write of ``pname`` (not one under a switch the
+    call leaves off: ``if commit: row.save()``, switches.py)."""
+    order = list(callee.param_order)
+    if callee.is_method and order and order[0] == "self":
+        order = order[1:]
+    return reached(callee.param_write_guards.get(pname, frozenset()), order, site.passed)
 
 
 def _analyse_callers_of(mods: dict, names: set[str], sites: list) -> bool:

@@ -18,6 +18,7 @@ from ..facts.config import Vocab
 from ..facts.model import Confidence, Entity, Finding, Scope
 from ..facts.module_facts import LOCK_POLICIES, TXN_POLICIES, UNPROTECTED_POLICIES, protection_needed
 from ..flow.events import CallResolved, Written
+from ..flow.switches import reached
 from . import severity
 
 if TYPE_CHECKING:
@@ -367,8 +368,9 @@ def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
         pairs.append(("self", site.receiver))
     for key, ent in pairs:
         pname = key if isinstance(key, str) else (order[key] if key < len(order) else None)
-        if pname is None or pname not in callee.param_writes or ent.source == "param":
-            continue
+        if pname is None or pname not in callee.param_writes or ent.source == "param" or \
+                not reached(callee.param_write_guards.get(pname, frozenset()), order, site.passed):
+            continue            # ``generate_slug()`` saves only ``if commit:``
         w_line, relevant, _kind = callee.param_writes[pname]
         verdict = judge(ent, site.stack, relevant, fa.vocab)
         if verdict is None:

@@ -61,6 +61,12 @@ def _returned_names(targets, position: Optional[int]) -> list[str]:
     return names
 
 
+def _statement(value: cst.BaseExpression) -> bool:
+    """``update(M).where(M.id.in_(ids))``: a statement built from selected ids, not those rows."""
+    return any(isinstance(c.func, cst.Name) and c.func.value in ("update", "insert", "delete")
+               for c in iter_calls(value))
+
+
 class AssignFacts:
     """Assignments: new entities, mutations (blind, derived, counter, atomic), selections."""
 
@@ -357,7 +363,7 @@ class AssignFacts:
             name = t.target.value
             if state:
                 self.selections[name] = Selection(name, line, state, bool(_LOCKING.search(code_of(value))))
-            elif from_names:                 # ``ids = [t.id for t in rows]``
+            elif from_names and not _statement(value):      # ``ids = [t.id for t in rows]``
                 self.selections[name] = dataclasses.replace(from_names[0], name=name)
             else:
                 self.selections.pop(name, None)

@@ -109,7 +109,8 @@ class PendingClaim:
 class PendingUpdateClaim:
     """An update at ``line`` that sets back the state its rows were selected by
     (``filter(id__in=ids).update(owner=me)``), judged at the function's end like a
-    :class:`PendingClaim`: ``selection``, the variable of the selected rows; ``same_for_all``,
+    :class:`PendingClaim`: ``selection``, the variable of the selected rows (``selected_at``, the
+    line of the query it came from: every list made from that query is the same rows); ``same_for_all``,
     every claimed column set to a literal; ``message`` and ``assessment``, the finding reported
     if the claim matters."""
 
@@ -118,6 +119,7 @@ class PendingUpdateClaim:
     line: int
     last_line: int
     selection: str
+    selected_at: int
     same_for_all: bool
     message: str
     assessment: Assessment

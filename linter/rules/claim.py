@@ -132,7 +132,7 @@ def on_selected_rows_updated(fa: "FunctionState", event: SelectedRowsUpdated) ->
         if columns and not any(s.kind == "lock" or s.serializable for s in event.scopes):
             fa.work_lines.append(event.line)
             fa.update_claims.append(PendingUpdateClaim(
-                call, event.line, fa.last_line(call), sel.name, set(columns) <= event.literal,
+                call, event.line, fa.last_line(call), sel.name, sel.line, set(columns) <= event.literal,
                 update_message(sel, columns, event.line, f"`{label(call.func)}()`", fa.framework_hint()),
                 severity.of_claim(None, columns)))
             return
@@ -158,9 +158,9 @@ def on_function_end(fa: "FunctionState", event: FunctionEnded) -> None:
     # no work of their own (they set the same values again when run twice)
     claim_lines = {n for p in fa.update_claims for n in range(p.line, p.last_line + 1)}
     for update in fa.update_claims:
+        rows = {update.selection} | {n for n, s in fa.selections.items() if s.line == update.selected_at}
         other_work = any(n > update.line and n not in claim_lines for n in fa.work_lines) or \
-            any(n > update.line and n not in claim_lines and name == update.selection
-                for n, name in fa.handed_on)
+            any(n > update.line and n not in claim_lines and name in rows for n, name in fa.handed_on)
         if other_work or not update.same_for_all:
             fa.report(update.node, "TXN105", update.message, deferrable=True,
                       confidence=Confidence.MEDIUM, assessment=update.assessment)

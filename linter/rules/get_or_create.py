@@ -5,9 +5,10 @@ A unique key turns a racing insert into an ``IntegrityError`` (``check_then_act.
 which is no duplicate; but a function named for the contract (``get_or_create_project``) that
 returns the row it found or the row it made promises its caller a row, and the racing call
 gets the exception instead (Django's ``get_or_create()`` catches it and reads the row again
-for this reason).  Such an insert, unguarded, is reported at ``MEDIUM`` confidence and ``LOW``
-severity: nothing is duplicated or lost, the racing call fails once and its retry finds the row
-(fresh projects' judges called every such finding not worth fixing).
+for this reason).  Such an insert, unguarded, is reported at ``MEDIUM`` confidence.  Its
+severity stays the check's: on the judged projects two of three were not worth fixing, but
+the third was a real duplicate the key could not stop (a composite key over columns the
+insert leaves NULL, which PostgreSQL never finds equal), and low severity would hide it.
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def on_function_end(fa: "FunctionState", event: FunctionEnded) -> None:
             continue
         fw = fa.framework_hint()
         fa.report(node, "TXN105", get_or_create_message(check, act, fw), confidence=Confidence.MEDIUM,
-                  assessment=severity.of_contract())
+                  assessment=severity.of_check(check, act))
     fa.helper_checks.settled = []
 
 

@@ -193,13 +193,6 @@ def of_claim(ent: Optional[Entity], columns: Iterable[str]) -> Assessment:
     return _combine(_owned_entity(ent), _shared_why(ent.model if ent else None), harm, why)
 
 
-def of_contract() -> Assessment:
-    """A get-or-create a unique key settles, whose racing call gets ``IntegrityError`` instead of
-    the row (rules/get_or_create.py): no row is duplicated or lost, one request fails."""
-    return Assessment(Severity.LOW, "low harm: the unique key stops the duplicate; the racing call "
-                                    "fails once and its retry finds the row")
-
-
 def internal() -> Assessment:
     """TXN103: one request's own two copies; no second request needed."""
     return Assessment(Severity.HIGH, "every call loses the first write: no second request needed")

@@ -33,6 +33,8 @@ round was checked before it was timed.
     python benchmarks/count_instructions.py --only django-list --only sqlalchemy-list
     python benchmarks/count_instructions.py --postgres postgresql://USER:PASSWORD@HOST:5432/DB
     python benchmarks/count_instructions.py --state left-out --only shape-get   # a request the sample leaves out
+    python benchmarks/count_instructions.py --only sqlalchemy-list --state off --state tenth --state checked \
+        --layouts 3             # the 200-row list in three states (a tenth: the sampled contender's default rate)
     python benchmarks/count_instructions.py --only shape-flask-get --state off --state left-out --state checked \
         --calls 10 60          # three states against one count of the bare request, half the requests
 """
@@ -164,9 +166,10 @@ def main() -> None:
     parser.add_argument("--layouts", type=int, default=5,
                         help="layouts (hash seed and stack) per contender; the median of their shares (default 5)")
     parser.add_argument("--postgres", metavar="URL", help="on PostgreSQL (a private database per run)")
-    parser.add_argument("--state", choices=["checked", "left-out", "off"], action="append",
-                        help="shape cases: what is counted against the bare request: a checked request, one the "
-                             "sample leaves out (SHAPE:sampled at sample_rate 0) or the checker installed but off "
+    parser.add_argument("--state", choices=["checked", "left-out", "tenth", "off"], action="append",
+                        help="shape and list cases: what is counted against the bare request: a checked request, "
+                             "one the sample leaves out (the sampled contender at sample_rate 0), the sampled "
+                             "contender at the benchmark's default rate (a tenth) or the checker installed but off "
                              "(repeatable: the bare request is counted once for all; default checked)")
     parser.add_argument("--calls", nargs=2, type=int, metavar=("LOW", "HIGH"),
                         help="the two numbers of requests served (default: the case's, 20 and 120 for a request)")
@@ -178,8 +181,11 @@ def main() -> None:
     if args.postgres and any(not case.postgres for case in cases):
         parser.error("--postgres: " + ", ".join(case.name for case in cases if not case.postgres)
                      + " runs on SQLite only")
-    if states != ["checked"] and any(not case.checked.endswith(":checked") for case in cases):
-        parser.error(f"--state {' '.join(states)}: only the shape-* cases have the left-out and off contenders")
+    if states != ["checked"] and any(contender_of(case, "off") is None for case in cases):
+        parser.error(f"--state {' '.join(states)}: only the shape-* and *-list cases have the sampled and off "
+                     f"contenders")
+    if "left-out" in states and "tenth" in states:
+        parser.error("--state left-out and tenth: two sample rates, count them in two runs")
     _tools()
     where = "PostgreSQL" if args.postgres else "SQLite"
     print(f"instructions per request against bare (cachegrind, setarch -R; {args.layouts} layouts, "
@@ -193,11 +199,23 @@ def main() -> None:
             extra = ("--sample-rate", "0") if "left-out" in states else ()
             bare = per_request(case, case.bare, args.postgres, args.layouts, pool, extra)
             for state in states:
-                contender = {"checked": case.checked, "off": case.checked.replace(":checked", ":off"),
-                             "left-out": case.checked.replace(":checked", ":sampled")}[state]
+                contender = contender_of(case, state)
                 checked = per_request(case, contender, args.postgres, args.layouts, pool, extra)
                 title = TITLES[case.name] if states == ["checked"] else f"{TITLES[case.name]}, {state}"
                 print(table_row(title, bare, checked), flush=True)
+
+
+def contender_of(case: Case, state: str) -> str | None:
+    """The contender counted for ``state``: the shape benchmarks name theirs ``SHAPE:STATE``,
+    ``bench_rows.py`` its ``NAME checked`` / ``NAME off`` / ``NAME sampled``; None when the case
+    has no such contender."""
+    if state == "checked":
+        return case.checked
+    suffix = "off" if state == "off" else "sampled"
+    for mark in (":", " "):
+        if case.checked.endswith(mark + "checked"):
+            return case.checked[:-len("checked")] + suffix
+    return None
 
 
 def table_row(title: str, bare: list[float], checked: list[float]) -> str:

@@ -17,7 +17,7 @@ SCRIPT = str(REPO / "benchmarks" / "bench_shapes.py")
 DJANGO_SCRIPT = str(REPO / "benchmarks" / "bench_shapes_django.py")
 sys.path.insert(0, str(REPO))
 
-from benchmarks.count_instructions import CASES, TITLES  # noqa: E402
+from benchmarks.count_instructions import CASES, TITLES, contender_of  # noqa: E402
 
 #: issue 33: session.get()-heavy requests (SQLAlchemy 2.x and Flask-SQLAlchemy), select() + scalars(),
 #: Query.filter_by().first(), async (AsyncSession).
@@ -49,6 +49,24 @@ def test_every_shape_is_counted_by_count_instructions():
         assert (case.bare, case.checked, case.default, case.postgres) == (f"{shape}:bare", f"{shape}:checked",
                                                                           True, True)
         assert case.name in TITLES
+
+
+def test_every_state_count_instructions_asks_for_is_a_contender_the_script_serves():
+    """``--state off|left-out|tenth`` of a shape or a list case names a contender its script
+    lists (``get:off``, ``sqlalchemy sampled``); the two whole-request cases have none."""
+    served: dict[str, list[str]] = {}
+    for case in CASES:
+        if case.name == "footprint":
+            continue
+        states = [contender_of(case, state) for state in ("checked", "off", "left-out", "tenth")]
+        if case.name in ("sqlalchemy-request", "django-request"):
+            assert states[1:] == [None, None, None], case
+            continue
+        if case.script not in served:
+            done = _run("--list", script=str(REPO / "benchmarks" / case.script))
+            assert done.returncode == 0, done.stderr
+            served[case.script] = done.stdout.splitlines()
+        assert all(name in served[case.script] for name in states), (case, states)
 
 
 def test_every_shape_has_figures_in_the_performance_notes():

@@ -43,6 +43,16 @@ class StatementWalk:
         for stmt in stmts:
             self.statement(stmt)
 
+    def if_body(self, stmt: cst.If) -> None:
+        """The body of ``if``; under ``if commit:`` of an off-by-default parameter its writes are
+        reached only by callers that pass the switch (switches.py)."""
+        switch = switch_tested(stmt.test, self.off_switches) if self.off_switches else None
+        if switch:
+            self.switches_on.append(switch)
+        self.block(stmt.body)
+        if switch:
+            self.switches_on.pop()
+
     def statement(self, stmt: cst.CSTNode) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -60,12 +70,7 @@ class StatementWalk:
                 # ``if not connection.in_atomic_block: raise ...``: the caller's transaction
                 self.enter(Scope("txn", "the caller's transaction (checked by `in_atomic_block`)",
                                  self.line(stmt)))
-            switch = switch_tested(stmt.test, self.off_switches) if self.off_switches else None
-            if switch:
-                self.switches_on.append(switch)
-            self.block(stmt.body)
-            if switch:
-                self.switches_on.pop()
+            self.if_body(stmt)
             for c in made:
                 c.suspended = False
             before = conditions.snapshot(self)

@@ -62,9 +62,9 @@ def _returned_names(targets, position: Optional[int]) -> list[str]:
 
 
 def _statement(value: cst.BaseExpression) -> bool:
-    """``update(M).where(M.id.in_(ids))``: a statement built from selected ids, not those rows."""
-    return any(isinstance(c.func, cst.Name) and c.func.value in ("update", "insert", "delete")
-               for c in iter_calls(value))
+    """``update(M).where(M.id.in_(ids))`` (``sa.update``, a queryset's ``.update(..)``: its
+    count): built from selected ids, not those rows."""
+    return any(terminal(c) in ("update", "insert", "delete") for c in iter_calls(value))
 
 
 class AssignFacts:

@@ -171,6 +171,12 @@ class FunctionState:
     def line(self, node: cst.CSTNode) -> int:
         return self.positions.line(node) + self.offset
 
+    def call_order(self) -> list[str]:
+        """The parameters a call's positional arguments fill, in order (a method's ``self`` left
+        out: the receiver fills it)."""
+        order = list(self.param_order)
+        return order[1:] if self.is_method and order and order[0] == "self" else order
+
     def note_param_write(self, name: str, record: tuple) -> None:
         """A write of the parameter ``name`` (``record``: line, mutations, kind) callers judge at
         their call; the first is kept, the switches around every one are intersected."""

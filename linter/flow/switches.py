@@ -9,12 +9,12 @@ of the caller's: the write never runs on that path (issue 31's "paths that canno
 The walk records, for each parameter a function writes, the switches every one of those
 writes sits under (:func:`guarding`); a call site keeps which keyword arguments it passes
 with a value that may be true and how many it passes by position (:class:`Passed`);
-:func:`reached` tells whether the call can reach the write.
+:func:`reaches` tells whether the call can reach the write.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional
 
 import libcst as cst
 
@@ -69,11 +69,12 @@ def passed(call: cst.Call) -> Passed:
     return Passed(frozenset(keywords), positional, unpacked)
 
 
-def reached(guards: frozenset[str], order: list[str], given: Optional[Passed]) -> bool:
-    """Whether a call that passes ``given`` can reach a write under the switches ``guards``
-    (``order``: the callee's parameters, ``self`` left out): yes when nothing guards it, when
-    the call is not known, or when it may turn one of them on."""
+def reaches(callee: Any, param: str, given: Optional[Passed]) -> bool:
+    """Whether a call of ``callee`` (a ``FunctionState``) that passes ``given`` can reach its
+    write of ``param``: yes when no switch guards that write, when the call is not known, or
+    when it may turn one of the switches on."""
+    guards = callee.param_write_guards.get(param)
     if not guards or given is None or given.unpacked:
         return True
-    positional = set(order[:given.positional])
+    positional = set(callee.call_order()[:given.positional])
     return bool(guards & (given.keywords | positional))

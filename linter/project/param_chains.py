@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterator
 
-from ..flow.switches import reached
+from ..flow.switches import reaches
 
 _ROUNDS = 3
 
@@ -33,7 +33,7 @@ def pass_on(mods: dict, sites: list, lookup: Callable) -> None:
                 continue
             for pname, ent in _pairs(site, callee):
                 if ent.source != "param" or caller.params.get(ent.name) is not ent or \
-                        ent.name in caller.param_writes or not _reached(site, callee, pname):
+                        ent.name in caller.param_writes or not reaches(callee, pname, site.passed):
                     continue
                 _w_line, relevant, kind = callee.param_writes[pname]
                 caller.param_writes[ent.name] = (site.line, relevant, kind)
@@ -53,24 +53,13 @@ def _specific(name: str) -> bool:
 
 def _pairs(site, callee) -> Iterator[tuple]:
     """(callee parameter, the caller's entity handed to it) for each written parameter."""
-    order = list(callee.param_order)
-    if callee.is_method and order and order[0] == "self":
-        order = order[1:]
+    order = callee.call_order()
     if site.receiver is not None and "self" in callee.param_writes:
         yield "self", site.receiver
     for key, ent in site.args:
         pname = key if isinstance(key, str) else (order[key] if key < len(order) else None)
         if pname is not None and pname in callee.param_writes:
             yield pname, ent
-
-
-def _reached(site, callee, pname: str) -> bool:
-    """Whether the call can reach the callee's write of ``pname`` (not one under a switch the
-    call leaves off: ``if commit: row.save()``, switches.py)."""
-    order = list(callee.param_order)
-    if callee.is_method and order and order[0] == "self":
-        order = order[1:]
-    return reached(callee.param_write_guards.get(pname, frozenset()), order, site.passed)
 
 
 def _analyse_callers_of(mods: dict, names: set[str], sites: list) -> bool:

@@ -18,7 +18,7 @@ from ..facts.config import Vocab
 from ..facts.model import Confidence, Entity, Finding, Scope
 from ..facts.module_facts import LOCK_POLICIES, TXN_POLICIES, UNPROTECTED_POLICIES, protection_needed
 from ..flow.events import CallResolved, Written
-from ..flow.switches import reached
+from ..flow.switches import reaches
 from . import severity
 
 if TYPE_CHECKING:
@@ -360,16 +360,14 @@ def on_call_resolved(fa: "FunctionState", event: CallResolved) -> None:
     the caller's read and the callee's write, judged at the call (subscribed to
     ``CALL_RESOLVED``; ``fa`` is the caller)."""
     site, callee = event.site, event.callee
-    order = list(callee.param_order)
-    if callee.is_method and order and order[0] == "self":
-        order = order[1:]
+    order = callee.call_order()
     pairs = list(site.args)
     if site.receiver is not None and "self" in callee.param_writes:
         pairs.append(("self", site.receiver))
     for key, ent in pairs:
         pname = key if isinstance(key, str) else (order[key] if key < len(order) else None)
         if pname is None or pname not in callee.param_writes or ent.source == "param" or \
-                not reached(callee.param_write_guards.get(pname, frozenset()), order, site.passed):
+                not reaches(callee, pname, site.passed):
             continue            # ``generate_slug()`` saves only ``if commit:``
         w_line, relevant, _kind = callee.param_writes[pname]
         verdict = judge(ent, site.stack, relevant, fa.vocab)

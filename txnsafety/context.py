@@ -254,10 +254,7 @@ class LeftOutScope(RequestScope):
     one cost.  Only a lock reads it (:func:`request_of_locks`).
     """
 
-    __slots__ = ()
-
-    def __init__(self, name: str, priority: Priority | Callable[[], Priority]) -> None:
-        self.name, self._priority, self._id, self._cleanups = name, priority, next(_request_ids), []
+    __slots__ = ()      # made only by :func:`open_left_out`, which sets its four attributes
 
     def close(self) -> None:
         """Run cleanups (last first: a lock still held is released).  Never raises."""

@@ -162,19 +162,29 @@ def race(events: list[Event], request_id: str, model: str, key: str, internal: b
 def _check_then_act_race(events: list[Event], request_id: str, mine: list[Event],
                          model: str) -> list[dict[str, Any]]:
     """A check-then-act (TXN105): the reported request, from its start to its insert into
-    ``model``, and the first other request that inserted into ``model`` meanwhile (the check
-    cannot see a row by key: the new row has none until it is written)."""
+    ``model``, and the first other request whose insert into ``model`` was not yet committed
+    when the reported one started (the check cannot see a row by key: the new row has none
+    until it is written).  An insert flushed just before this request began, and committed
+    after its check, raced it as much as one made during it: the check could not see it."""
     inserts = [e for e in mine if e.model == model and e.op == "write"]
     if not inserts:
         return []
     start, end = mine[0].t_ns, inserts[-1].t_ns
     lanes = [_lane("reported request", request_id, mine)]
     for e in events:
-        if e.request_id != request_id and e.model == model and e.op == "write" and start <= e.t_ns <= end:
+        if e.request_id != request_id and e.model == model and e.op == "write" and e.t_ns <= end and \
+                _committed_at(events, e) >= start:
             lanes.append(_lane("request that passed the same check", e.request_id,
                                [o for o in events if o.request_id == e.request_id]))
             break
     return lanes
+
+
+def _committed_at(events: list[Event], write: Event) -> float:
+    """When the transaction of ``write`` committed: its request's first commit after it (no
+    commit recorded: never, as far as the picture knows)."""
+    return next((e.t_ns for e in events if e.request_id == write.request_id and e.op == "commit"
+                 and e.t_ns >= write.t_ns), float("inf"))
 
 
 def _lane(label: str, request_id: str, events: list[Event]) -> dict[str, Any]:

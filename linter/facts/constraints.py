@@ -178,6 +178,7 @@ def unique_keys(sources: Iterable[tuple[str, ast.AST]]) -> UniqueKeys:
 #: groups, ``auth_group.name`` is unique, though no file of the project declares it.
 LIBRARY_KEYS: dict[tuple[str, str], list[frozenset[str]]] = {
     ("django.contrib.auth.models", "Group"): [frozenset({"name"})],
+    ("django.contrib.auth.models", "User"): [frozenset({"username"})],
     ("django.contrib.auth.models", "Permission"): [frozenset({"content_type", "codename"})],
     ("django.contrib.contenttypes.models", "ContentType"): [frozenset({"app_label", "model"})],
     ("django.contrib.sites.models", "Site"): [frozenset({"domain"})],

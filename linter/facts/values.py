@@ -13,7 +13,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .syntax import LOOKUP_CALLS, chain, dotted, inserted_call, names_in, terminal, walk_nodes
+from .syntax import LOOKUP_CALLS, chain, dotted, inserted_call, kids, names_in, terminal, walk_nodes
 
 #: what an inserted column's value is made from: the names it reads, constants left out
 InsertValues = dict[str, frozenset[str]]
@@ -22,12 +22,46 @@ InsertValues = dict[str, frozenset[str]]
 _CONVERSIONS = frozenset({"str", "int", "float", "bool", "len", "tuple", "list", "frozenset", "set"})
 
 
+#: a deployment's configuration, read the same in every request: ``settings.ADMIN_USER``,
+#: ``config.username``, ``current_app.config["ADMIN"]``, ``app.config.get("GROUP")``
+_CONFIGURATION = re.compile(r"^(?:settings|config|conf|cfg)(?:\.|$)|\.config(?:\.|$)")
+
+
+def _configuration_read(node: cst.CSTNode) -> bool:
+    return isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)) and \
+        bool(_CONFIGURATION.search(dotted(node.func if isinstance(node, cst.Call) else node)))
+
+
+def _names_outside_configuration(expr: cst.CSTNode) -> set[str]:
+    """:func:`names_in`, leaving out the names only a configuration read uses."""
+    if not any(_configuration_read(n) for n in walk_nodes(expr)):
+        return names_in(expr)
+    out: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if _configuration_read(node):
+            if isinstance(node, cst.Call):     # ``config.get(key)``: the key may be the request's
+                stack.extend(arg.value for arg in node.args)
+            elif isinstance(node, cst.Subscript):
+                stack.extend(kids(node.slice[0]) if node.slice else [])
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)
+        elif isinstance(node, cst.Name):
+            out.add(node.value)
+        elif not isinstance(node, cst.Lambda):
+            stack.extend(kids(node))
+    return out
+
+
 def value_origins(expr: cst.CSTNode) -> frozenset[str]:
     """The variables a value is made from, as far as a racing request could make it
     differently: names written like constants or classes (``DEFAULT_SLUG``,
-    ``Agent.Kind.PUBLIC``) and conversions (``str(...)``) are the same in every request, so
-    they are left out; ``frozenset()`` is a value fixed by the code itself."""
-    names = names_in(expr)
+    ``Agent.Kind.PUBLIC``), the deployment's configuration (``settings.ADMIN_USER``,
+    ``current_app.config["ADMIN"]``) and conversions (``str(...)``) are the same in every
+    request, so they are left out; ``frozenset()`` is a value fixed by the code itself."""
+    names = _names_outside_configuration(expr)
     # ``None`` stays: NULLs never collide on a unique key, so a column set to None is no key
     return frozenset(n for n in names if n[:1].islower() and n not in _CONVERSIONS) | (names & {"None"})
 

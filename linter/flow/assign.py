@@ -296,6 +296,13 @@ class AssignFacts:
             sides = [value.left, value.right]
         elif isinstance(value, cst.IfExp):
             sides = [value.body, value.orelse]
+        elif _given_or_kept(value):
+            # ``form.get("title", x.title)``, ``getattr(data, "title", x.title)``: the loaded
+            # value is the default; the dict, the object and the key are the replacement
+            if code_of(value.args[-1].value) != own:
+                return False
+            given = [value.args[0].value] if isinstance(value.func, cst.Name) else [value.func.value]
+            return not any(ent in self.sources(side) for side in given + [a.value for a in value.args[:-1]])
         else:
             return False
         others = [side for side in sides if code_of(side) != own]
@@ -382,3 +389,13 @@ class AssignFacts:
         if func in _CLASS_HOLDERS:
             return "object"         # ``model = self.related.related_model; obj = model(...)``
         return None
+
+
+def _given_or_kept(value: cst.BaseExpression) -> bool:
+    """``d.get(key, default)`` or ``getattr(obj, name, default)``, the default last and positional."""
+    if not isinstance(value, cst.Call) or any(a.keyword is not None or a.star for a in value.args):
+        return False
+    if isinstance(value.func, cst.Attribute):
+        return value.func.attr.value == "get" and len(value.args) == 2
+    return isinstance(value.func, cst.Name) and value.func.value == "getattr" and len(value.args) == 3
+

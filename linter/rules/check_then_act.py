@@ -91,8 +91,14 @@ def unique_key_settles(check: Check, act: Act, unique_keys: "dict | _ModelKeys")
     key (or the primary key) within them means two rows that both pass the check collide;
     a key on other columns does not (``filter_by(group=g)`` then an insert of ``(g, u)``
     under a ``(group, user)`` key lets two members in).  When the lookup is not visible,
-    the insert's own columns decide, as they do for the model's declared keys."""
-    if not check.kind.missing_row or act.kind != ActKind.CREATE:
+    the insert's own columns decide, as they do for the model's declared keys.
+
+    A count of the rows a lookup matches (``count() == 0``, ``count() > 0: raise``) is
+    settled the same way: a key within its lookup lets at most one such row exist, and a
+    key the code fixes lets only one insert succeed.  Not by the insert's columns alone:
+    ``(event, holder)`` unique does not stop two holders passing the event's capacity."""
+    counted = check.kind is CheckKind.COUNT
+    if not (check.kind.missing_row or counted) or act.kind != ActKind.CREATE:
         return False
     target = _target(check, act)
     if target is None:
@@ -100,6 +106,8 @@ def unique_key_settles(check: Check, act: Act, unique_keys: "dict | _ModelKeys")
     declared = unique_keys.get(target, [])
     if _key_fixed_by_check(check, act, declared):
         return True
+    if counted and check.lookup is None:
+        return False
     if check.lookup is not None and (not check.models or target in check.models):
         looked_up = frozenset(map(column, check.lookup))
         if looked_up == PRIMARY_KEY and _primary_key_set_from_lookup(check, act, declared):
@@ -278,8 +286,8 @@ def on_act(fa: "FunctionState", event: Acted) -> None:
     unique = unique_key_settles(check, act, keys) or \
         _computed_column_unique(check, act.model, columns_reading(node, check.names) | _columns_from(act, check.names),
                                 keys)
-    if unique and check.kind is not CheckKind.UPDATED:
-        note_settled(fa, check, act, node)    # the get-or-create contract
+    if unique and check.kind in (CheckKind.EXISTS, CheckKind.NONE):
+        note_settled(fa, check, act, node)    # the get-or-create contract: a row found or made
     if conflict_settles(check, unique, fa.integrity_depth > 0, fa.reapplying_depth > 0):
         return
     if act.line in fa.reported_write_lines:

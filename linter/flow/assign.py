@@ -398,4 +398,3 @@ def _given_or_kept(value: cst.BaseExpression) -> bool:
     if isinstance(value.func, cst.Attribute):
         return value.func.attr.value == "get" and len(value.args) == 2
     return isinstance(value.func, cst.Name) and value.func.value == "getattr" and len(value.args) == 3
-

@@ -334,7 +334,7 @@ LOOKUP_CALLS = frozenset({"filter", "filter_by", "where", "get", "get_or_none", 
 
 
 #: a session's methods that run the statement they are given: its lookup is the statement's
-_STATEMENT_RUNNERS = frozenset({"scalar", "scalars", "execute", "exec"})
+STATEMENT_RUNNERS = frozenset({"scalar", "scalars", "execute", "exec"})
 
 
 def lookup_columns(call: cst.Call) -> Optional[frozenset[str]]:
@@ -346,7 +346,7 @@ def lookup_columns(call: cst.Call) -> Optional[frozenset[str]]:
     _, calls, _ = chain(call)
     for c in calls:
         term = terminal(c)
-        if term in _STATEMENT_RUNNERS and c.args and isinstance(c.args[0].value, cst.Call) and \
+        if term in STATEMENT_RUNNERS and c.args and isinstance(c.args[0].value, cst.Call) and \
                 c.args[0].keyword is None:
             inner = lookup_columns(c.args[0].value)     # ``session.scalar(select(M).where(M.a == x))``
             if inner is not None:

@@ -13,7 +13,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .syntax import LOOKUP_CALLS, chain, dotted, inserted_call, kids, names_in, terminal, walk_nodes
+from .syntax import LOOKUP_CALLS, STATEMENT_RUNNERS, chain, dotted, inserted_call, kids, names_in, terminal, walk_nodes
 
 #: what an inserted column's value is made from: the names it reads, constants left out
 InsertValues = dict[str, frozenset[str]]
@@ -138,6 +138,10 @@ def lookup_values(call: cst.Call) -> frozenset[str]:
     found: set[str] = set()
     _, calls, _ = chain(call)
     for c in calls:
+        if terminal(c) in STATEMENT_RUNNERS and c.args and isinstance(c.args[0].value, cst.Call) and \
+                c.args[0].keyword is None:
+            found |= lookup_values(c.args[0].value)    # ``session.execute(select(M).where(M.a == x))``
+            continue
         if terminal(c) not in LOOKUP_CALLS:
             continue
         for arg in c.args:

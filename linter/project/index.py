@@ -75,20 +75,29 @@ class IndexStats:
     problems: list[str] = dataclasses.field(default_factory=list)
 
 
+#: the linter package's root (this module is in its ``project`` folder)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fingerprinted_sources() -> list[str]:
+    """Every file the findings depend on: the whole linter package (its facts, flow and rules,
+    not only this folder) and the shared codes."""
+    from txnsafety import codes
+    sources = [codes.__file__]
+    for directory, dirs, names in os.walk(_PACKAGE):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        sources += [os.path.join(directory, n) for n in sorted(names) if n.endswith(".py")]
+    return sources
+
+
 @functools.lru_cache(maxsize=None)
 def linter_fingerprint() -> str:
     """Hash of the linter's own source and the shared codes: a new linter, a new index."""
     import txnsafety
-    from txnsafety import codes
     h = hashlib.blake2b(digest_size=16)
     h.update(getattr(txnsafety, "__version__", "").encode())
-    here = os.path.dirname(os.path.abspath(__file__))
-    sources = [codes.__file__]
-    for directory, dirs, names in os.walk(here):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        sources += [os.path.join(directory, n) for n in sorted(names) if n.endswith(".py")]
-    for path in sources:
-        h.update(os.path.relpath(path, here).encode())
+    for path in fingerprinted_sources():
+        h.update(os.path.relpath(path, _PACKAGE).encode())
         with open(path, "rb") as fh:
             h.update(fh.read())
     return h.hexdigest()

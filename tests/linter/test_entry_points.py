@@ -326,3 +326,16 @@ def test_file_facts_survive_the_index():
     facts = file_facts(text, __import__("ast").parse(text), Config())
     assert dict(facts.relations)["Profile"] == {"languages", "members"}
     assert _facts_in(json.loads(json.dumps(_facts_out(facts)))) == facts
+
+
+def test_the_index_is_keyed_by_every_module_of_the_linter():
+    """A changed rule, fact or flow module makes a new linter: the stored findings are not reused
+    (they were, for every module outside ``linter/project/``, once the index moved there)."""
+    import txnsafety_lint
+    from txnsafety_lint.project import index
+
+    package = os.path.dirname(os.path.abspath(txnsafety_lint.__file__))
+    every = {os.path.join(d, n) for d, _dirs, names in os.walk(package) for n in names
+             if n.endswith(".py") and "__pycache__" not in d}
+    assert every <= set(index.fingerprinted_sources())
+    assert os.path.join(package, "rules", "check_then_act.py") in every

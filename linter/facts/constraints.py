@@ -71,10 +71,20 @@ def _field_keys(cls: ast.ClassDef) -> list[frozenset[str]]:
         if _true_kwarg(value, "primary_key"):
             primary.add(target)
         elif kind in _ONE_TO_ONE or _true_kwarg(value, "unique"):
-            keys.append(frozenset({target}))
+            keys.extend(frozenset({name}) for name in _spellings(target, value))
     if primary:
         keys.append(frozenset(primary))
     return keys
+
+
+def _spellings(target: str, value: ast.Call) -> set[str]:
+    """The names a unique field is looked up and set by: its attribute, the column name a
+    ``Column("email", ...)`` gives it, and, for a private attribute (``_email``, behind an
+    ``email`` property or hybrid), the public name its callers use."""
+    names = {target, target.lstrip("_") or target}
+    if value.args and isinstance(value.args[0], ast.Constant) and isinstance(value.args[0].value, str):
+        names.add(value.args[0].value)
+    return names
 
 
 def _declared_keys(node: ast.AST) -> list[list[str]]:

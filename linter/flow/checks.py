@@ -109,6 +109,9 @@ class CheckFacts:
         check.names.update(names)
         check.listed = listed_collections(value)
         self.add_check(check)
+        for n in names:         # ``if n > 0:`` later tests the count: its lookup, as for a kept check
+            self.check_keys[n] = names_in(value).union(*(self.queryset_keys.get(k, ()) for k in names_in(value)))
+            self.check_lookups[n] = self.lookup_of(value)
 
     def test(self, test: cst.BaseExpression, node: cst.CSTNode) -> None:
         self.calls_in(test)

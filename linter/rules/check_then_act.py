@@ -114,7 +114,11 @@ def unique_key_settles(check: Check, act: Act, unique_keys: "dict | _ModelKeys")
             return True         # ``session.get(Config, key)`` then ``Config(key=key)``: a primary key named otherwise
         if act.columns is not None and not looked_up <= frozenset(map(column, act.columns)):
             return False        # the insert does not set the key the check looked up
-        return any(key <= looked_up for key in declared + [PRIMARY_KEY])
+        candidates = declared + [PRIMARY_KEY]
+        if counted:         # a count may filter on a joined model's ``id``: the row's own only if inserted
+            given = act.columns if act.columns is not None else frozenset(act.values or ())
+            candidates = [key for key in candidates if not key <= PRIMARY_KEY or "id" in set(map(column, given))]
+        return any(key <= looked_up for key in candidates)
     if act.columns is None:
         # the insert's values are not visible: a key of the primary key alone settles nothing,
         # a new row gets a new id (an inherited ``id`` column must not settle every insert)

@@ -1,8 +1,12 @@
 """A tiny transaction-less storage that honours fencing tokens, as a database row would.
 
-One record ``{fence, value, log}`` in a file; each call is one atomic step (``flock``),
-and nothing groups a read with the write that follows it -- the store has no
-transactions.  It remembers the highest fence it has seen and refuses a lower one:
+One record ``{fence, value, log}`` in a file; each call is one atomic step (``flock`` on a
+lock file beside it), and nothing groups a read with the write that follows it -- the
+store has no transactions.  A step writes the new record to a temporary file and renames
+it over the old one, so a client killed anywhere in a step (the fault suite kills them)
+leaves the record whole, before or after the step: rewriting the file in place left it
+empty when the kill fell between the truncation and the write, and the next step then
+started again from nothing (the fault suite's "lost" writes on a loaded machine).  It remembers the highest fence it has seen and refuses a lower one:
 
 * :meth:`write` -- the classic check (Kleppmann's fencing, Chubby's sequencer):
   refused below the highest fence seen;
@@ -26,21 +30,23 @@ class FencedStore:
         self.path = path
 
     def _step(self, fn: Callable[[dict[str, Any]], Any]) -> Any:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        lock = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            raw = b""
-            while chunk := os.read(fd, 1 << 20):
-                raw += chunk
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(self.path, "rb") as f:
+                    raw = f.read()
+            except FileNotFoundError:
+                raw = b""
             state = json.loads(raw) if raw else {"fence": 0, "value": None, "log": []}
             result = fn(state)
-            data = json.dumps(state).encode()
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.ftruncate(fd, 0)
-            os.write(fd, data)
+            staged = f"{self.path}.{os.getpid()}.new"
+            with open(staged, "wb") as f:
+                f.write(json.dumps(state).encode())
+            os.replace(staged, self.path)      # atomic: the old record or the new, never neither
             return result
         finally:
-            os.close(fd)
+            os.close(lock)
 
     def write(self, fence: int, value: Any, op: str | None = None) -> bool:
         """Store ``value`` unless a higher fence was seen; True if accepted."""

@@ -6,7 +6,9 @@ store has no transactions.  A step writes the new record to a temporary file and
 it over the old one, so a client killed anywhere in a step (the fault suite kills them)
 leaves the record whole, before or after the step: rewriting the file in place left it
 empty when the kill fell between the truncation and the write, and the next step then
-started again from nothing (the fault suite's "lost" writes on a loaded machine).  It remembers the highest fence it has seen and refuses a lower one:
+started again from nothing (the fault suite's "lost" writes on a loaded machine).
+
+It remembers the highest fence it has seen and refuses a lower one:
 
 * :meth:`write` -- the classic check (Kleppmann's fencing, Chubby's sequencer):
   refused below the highest fence seen;

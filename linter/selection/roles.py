@@ -73,7 +73,7 @@ _PATTERNS: tuple[tuple[FileRole, tuple[str, ...]], ...] = (
                      "test_utils/", "testutils/")),
     (FileRole.FIXTURE, ("fixtures/", "factories.py", "factory.py", "*_factories.py",
                         "factories/")),
-    (FileRole.MIGRATION, ("migrations/", "**/alembic/versions/")),
+    (FileRole.MIGRATION, ("migrations/", "migration/", "**/alembic/versions/")),   # CKAN: migration/<ext>/versions/
     (FileRole.SCRIPT, ("/setup.py", "/manage.py", "/noxfile.py", "/fabfile.py", "/conf.py",
                        "docs/conf.py", "doc/conf.py", "/scripts/", "examples/", "example/",
                        "/.github/", "/.gitlab/", "/.circleci/")),       # CI-only code

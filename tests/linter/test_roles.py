@@ -24,6 +24,7 @@ from txnsafety_lint.selection.roles import QUIET, FileRole, QuietGroup, classify
     ("alembic/versions/abc123_add.py", FileRole.MIGRATION),
     ("db/alembic/versions/abc123_add.py", FileRole.MIGRATION),
     ("migrations/versions/abc123_add.py", FileRole.MIGRATION),
+    ("ckanext/shop/migration/shop/versions/19a6_add.py", FileRole.MIGRATION),    # CKAN's alembic layout
     ("setup.py", FileRole.SCRIPT),
     ("manage.py", FileRole.SCRIPT),
     ("docs/conf.py", FileRole.SCRIPT),

@@ -13,7 +13,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .syntax import LOOKUP_CALLS, STATEMENT_RUNNERS, chain, dotted, inserted_call, kids, names_in, terminal, walk_nodes
+from .syntax import LOOKUP_CALLS, STATEMENT_RUNNERS, chain, dotted, inserted_call, kids, terminal, walk_nodes
 
 #: what an inserted column's value is made from: the names it reads, constants left out
 InsertValues = dict[str, frozenset[str]]
@@ -33,9 +33,8 @@ def _configuration_read(node: cst.CSTNode) -> bool:
 
 
 def _names_outside_configuration(expr: cst.CSTNode) -> set[str]:
-    """:func:`names_in`, leaving out the names only a configuration read uses."""
-    if not any(_configuration_read(n) for n in walk_nodes(expr)):
-        return names_in(expr)
+    """:func:`names_in` (attribute names are no variables, a lambda's are its own), leaving
+    out the names only a configuration read uses."""
     out: set[str] = set()
     stack = [expr]
     while stack:

@@ -198,9 +198,7 @@ class AssignFacts:
         carries (a check, an alias of an entity, taint, a new object, a session) is kept."""
         if check:
             self.check_vars[n] = check + (models_in(value),)
-            self.check_keys[n] = names_in(value).union(
-                *(self.queryset_keys.get(k, ()) for k in names_in(value)))
-            self.check_lookups[n] = self.lookup_of(value)
+            self.keep_lookup(n, value)
             if check[0] == "updated":
                 self.update_relative[n] = self.update_is_relative(value)
         if isinstance(value, cst.Name) and value.value in self.entities:

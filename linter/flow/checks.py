@@ -110,8 +110,14 @@ class CheckFacts:
         check.listed = listed_collections(value)
         self.add_check(check)
         for n in names:         # ``if n > 0:`` later tests the count: its lookup, as for a kept check
-            self.check_keys[n] = names_in(value).union(*(self.queryset_keys.get(k, ()) for k in names_in(value)))
-            self.check_lookups[n] = self.lookup_of(value)
+            self.keep_lookup(n, value)
+
+    def keep_lookup(self, name: str, value: cst.BaseExpression) -> None:
+        """``name`` holds a check or a count made by ``value``: the names and the columns of its
+        lookup, for the test that reads ``name`` later."""
+        used = names_in(value)
+        self.check_keys[name] = used.union(*(self.queryset_keys.get(k, ()) for k in used))
+        self.check_lookups[name] = self.lookup_of(value)
 
     def test(self, test: cst.BaseExpression, node: cst.CSTNode) -> None:
         self.calls_in(test)
